@@ -1,0 +1,42 @@
+# Attention, Step by Step: two commands do everything (see README.md).
+#   make book   creates the environment if missing, builds the book, prints where the HTML is
+#   make test   creates the environment if missing, runs every test (library, exercise
+#               checkers, notebook hygiene, strict nbval over every notebook, strict book build)
+# Other targets: make env, make execute (re-run every notebook in place), make clean.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+D2L    := d2l==1.0.3
+
+# Tests and notebooks always use this checkout's library, deterministically.
+export PYTHONPATH := $(CURDIR)/src
+export PYTHONHASHSEED := 0
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: env book test execute clean
+
+env: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -r requirements.txt
+	# d2l without its hard pins (they do not install on Python 3.12+ or in Colab);
+	# requirements.txt provides what d2l.torch imports.
+	$(PY) -m pip install --quiet --no-deps $(D2L)
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $@
+
+book: env
+	$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going
+	@echo "The book is at $(CURDIR)/_build/html/index.html"
+
+test: env
+	$(PY) -m pytest
+
+execute: env
+	$(PY) -m attnbook.book execute notebooks/*.ipynb
+
+clean:
+	rm -rf _build .pytest_cache

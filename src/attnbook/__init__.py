@@ -1,0 +1,19 @@
+"""attnbook: the library of the course *Attention, Step by Step*.
+
+Each module holds one idea of the book, named after it:
+
+- ``attnbook.data``        chapter 1: the corpus, tokens, vocabulary, batches
+- ``attnbook.metrics``     chapter 1: BLEU
+- ``attnbook.masks``       chapters 1, 3, 5: padding and causal masks
+- ``attnbook.rnn``         chapter 2: the GRU encoder-decoder
+- ``attnbook.train``       chapters 2 and 8: the training loop
+- ``attnbook.decode``      chapters 2 and 8: greedy decoding
+- ``attnbook.attention``   chapters 3 to 5: scoring, masked softmax, multi-head attention
+- ``attnbook.positional``  chapter 6: positional encodings
+- ``attnbook.exercises``   the checkers for every chapter's exercises
+- ``attnbook.notebook``    notebook conventions: setup, showing source
+
+Importing the package imports nothing heavy; import the module you need.
+"""
+
+__version__ = "0.1.0"

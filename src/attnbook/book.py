@@ -1,0 +1,185 @@
+"""The book's own machinery: its configuration, Colab links, and re-running notebooks.
+
+The repository URL and branch live in one place, ``_config.yml``. Everything
+that points at the repository is derived from there: the Colab badge at the
+top of each notebook, the setup cell that installs the library in Colab, and
+the launch buttons of the built book.
+
+``python -m attnbook.book execute notebooks/*.ipynb`` (``make execute``)
+brings each notebook's badge and setup cell up to date with ``_config.yml``,
+runs it top to bottom in a fresh kernel with fixed seeds, and stores the
+outputs, so that what nbval compares is never stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+__all__ = [
+    "D2L_REQUIREMENT",
+    "SETUP_TAG",
+    "book_root",
+    "book_config",
+    "repository",
+    "colab_url",
+    "badge_markdown",
+    "setup_cell_source",
+    "sync_notebook",
+    "execute_notebook",
+]
+
+#: d2l is installed without its dependencies (its hard pins break on Python 3.12+ and in Colab).
+D2L_REQUIREMENT = "d2l==1.0.3"
+#: The tag that hides the setup cell in the book.
+SETUP_TAG = "remove-cell"
+COLAB = "https://colab.research.google.com"
+BADGE_IMAGE = f"{COLAB}/assets/colab-badge.svg"
+_BADGE_RE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)")
+
+
+def book_root(start: Path | None = None) -> Path:
+    """The folder holding ``_config.yml``: searched upwards from ``start`` (default: here)."""
+    candidates = [Path(start or Path.cwd()).resolve()]
+    candidates.append(Path(__file__).resolve().parents[2])  # src/attnbook/book.py -> the repository
+    for first in candidates:
+        for folder in (first, *first.parents):
+            if (folder / "_config.yml").is_file():
+                return folder
+    raise FileNotFoundError("no _config.yml found here or above: run this from inside the course repository")
+
+
+def book_config(root: Path | None = None) -> dict:
+    """``_config.yml`` as a dict."""
+    import yaml
+
+    path = (root or book_root()) / "_config.yml"
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def repository(root: Path | None = None) -> tuple[str, str]:
+    """``(url, branch)`` of the repository, from ``_config.yml``."""
+    repo = book_config(root).get("repository") or {}
+    url, branch = repo.get("url"), repo.get("branch")
+    if not url or not branch:
+        raise ValueError("_config.yml must set repository.url and repository.branch")
+    if not re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", url):
+        raise ValueError(f"repository.url must look like https://github.com/OWNER/NAME, got {url!r}")
+    return url, branch
+
+
+def colab_url(notebook: str | Path, root: Path | None = None) -> str:
+    """The Colab address of ``notebooks/<name>.ipynb`` on the configured repository and branch."""
+    url, branch = repository(root)
+    name = Path(notebook).name
+    return f"{COLAB}/github/{url.removeprefix('https://github.com/')}/blob/{branch}/notebooks/{name}"
+
+
+def badge_markdown(notebook: str | Path, root: Path | None = None) -> str:
+    return f"[![Open In Colab]({BADGE_IMAGE})]({colab_url(notebook, root)})"
+
+
+def setup_cell_source(root: Path | None = None) -> str:
+    """The first code cell of every notebook (hidden in the book)."""
+    url, branch = repository(root)
+    return (
+        "# Setup, hidden in the book. In Colab: install the course library and d2l.\n"
+        "import sys\n"
+        "\n"
+        'if "google.colab" in sys.modules:\n'
+        f'    %pip install --quiet "attnbook @ git+{url}@{branch}"\n'
+        f'    %pip install --quiet --no-deps "{D2L_REQUIREMENT}"\n'
+        "\n"
+        "from attnbook.notebook import setup\n"
+        "\n"
+        "setup()"
+    )
+
+
+def sync_notebook(nb, name: str, root: Path | None = None) -> None:
+    """Make the badge and setup cell of ``nb`` (an nbformat node) match ``_config.yml``."""
+    first = nb.cells[0]
+    if first.cell_type != "markdown":
+        raise ValueError(f"{name}: the first cell must be the markdown title cell")
+    badge = badge_markdown(name, root)
+    if _BADGE_RE.search(first.source):
+        first.source = _BADGE_RE.sub(lambda _: badge, first.source)
+    else:
+        first.source = first.source.rstrip() + "\n\n" + badge
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    if not code:
+        raise ValueError(f"{name}: a notebook needs the setup code cell")
+    code[0].source = setup_cell_source(root)
+    tags = code[0].metadata.setdefault("tags", [])
+    if SETUP_TAG not in tags:
+        tags.append(SETUP_TAG)
+
+
+def _clean_metadata(nb) -> None:
+    nb.metadata.pop("widgets", None)
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        cell.metadata.pop("widgets", None)
+        if cell.cell_type == "code":
+            cell.metadata.pop("collapsed", None)
+            cell.metadata.pop("scrolled", None)
+
+
+def execute_notebook(path: str | Path, timeout: int = 600) -> float:
+    """Sync, run top to bottom in a fresh kernel, and save ``path``; return the wall time in seconds."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"no notebook at {path}")
+    nb = nbformat.read(path, as_version=4)
+    sync_notebook(nb, path.name)
+    env_fix = {"PYTHONHASHSEED": "0"}
+    old = {k: os.environ.get(k) for k in env_fix}
+    os.environ.update(env_fix)
+    try:
+        client = NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(path.parent)}},
+            record_timing=False,
+        )
+        start = time.perf_counter()
+        client.execute()
+        seconds = time.perf_counter() - start
+    finally:
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    _clean_metadata(nb)
+    nbformat.validate(nb)
+    tmp = path.with_suffix(".ipynb.tmp")
+    nbformat.write(nb, tmp)
+    tmp.replace(path)
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m attnbook.book", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("execute", help="sync and re-run notebooks in place, storing their outputs")
+    run.add_argument("notebooks", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "execute":
+        for nb_path in args.notebooks:
+            seconds = execute_notebook(nb_path)
+            print(f"{nb_path}: executed in {seconds:.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""The book: its configuration, and a strict build with zero warnings and working Colab links."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from attnbook.book import colab_url, repository
+from conftest import NOTEBOOKS, ROOT
+
+
+def test_repository_is_configured_once():
+    url, branch = repository()
+    assert branch == "main"
+    for path in [ROOT / "README.md", *ROOT.glob("book/*.md")]:
+        assert "colab.research.google.com/github" not in path.read_text(), f"{path.name} hard-codes a Colab URL"
+    assert colab_url("notebooks/00_tensors.ipynb").endswith(f"{url.removeprefix('https://github.com/')}/blob/main/notebooks/00_tensors.ipynb")
+
+
+def test_config_has_what_the_book_needs():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["execute"]["execute_notebooks"] == "off"
+    assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    assert "sphinx_exercise" in config["sphinx"]["extra_extensions"]
+    assert config["html"]["use_repository_button"] and config["html"]["use_issues_button"]
+    assert config["bibtex_bibfiles"] == ["book/references.bib"]
+
+
+def test_toc_files_exist():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]] + [ch["file"] for part in toc["parts"] for ch in part["chapters"]]
+    for name in files:
+        assert (ROOT / f"{name}.md").exists() or (ROOT / f"{name}.ipynb").exists(), name
+
+
+@pytest.mark.slow
+def test_strict_book_build_has_no_warnings_and_colab_links(tmp_path):
+    jb = shutil.which("jupyter-book", path=str(Path(sys.executable).parent))
+    assert jb, "jupyter-book is not installed in this environment"
+    build = subprocess.run(
+        [jb, "build", str(ROOT), "--warningiserror", "--nitpick", "--keep-going", "--all", "--path-output", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    log = build.stdout + build.stderr
+    warnings = [line for line in log.splitlines() if re.search(r"WARNING|ERROR", line)]
+    assert build.returncode == 0 and not warnings, "\n".join(warnings) or log[-3000:]
+    html = tmp_path / "_build" / "html"
+    for nb in NOTEBOOKS:
+        page = (html / "notebooks" / f"{nb.stem}.html").read_text()
+        assert f'href="{colab_url(nb.name)}"' in page, f"{nb.stem}.html lacks its Colab link"
+        assert "attnbook @ git+" not in page, f"{nb.stem}.html shows the setup cell"

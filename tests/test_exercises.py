@@ -1,0 +1,97 @@
+"""Every checker accepts its solution and rejects its planted mistakes, naming them."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+import torch
+
+import attnbook.exercises as exercises
+from attnbook.exercises import Case, Checker, Mistake, compare
+
+for module in pkgutil.iter_modules(exercises.__path__):
+    importlib.import_module(f"attnbook.exercises.{module.name}")
+CHECKERS = exercises.registry()
+
+
+def test_every_chapter_module_has_checkers():
+    modules = {m.name for m in pkgutil.iter_modules(exercises.__path__)}
+    owners = {checker.reference.__module__.rsplit(".", 1)[-1] for checker in CHECKERS.values()}
+    assert modules <= owners, f"modules without checkers: {modules - owners}"
+
+
+@pytest.mark.parametrize("name", sorted(CHECKERS))
+def test_checker_accepts_its_solution(name):
+    result = CHECKERS[name](CHECKERS[name].reference)
+    assert result.passed, result.message
+    assert result.message.startswith("✓")
+
+
+@pytest.mark.parametrize("name", sorted(CHECKERS))
+def test_checker_rejects_and_names_each_planted_mistake(name):
+    checker = CHECKERS[name]
+    assert len(checker.mistakes) >= 2, f"{name} needs at least two planted mistakes"
+    for mistake in checker.mistakes:
+        result = checker(mistake.fn)
+        assert not result.passed, f"{name} accepted the mistake '{mistake.name}'"
+        assert result.mistake == mistake.name, f"{name}: '{mistake.name}' was reported as {result.mistake!r}:\n{result.message}"
+        assert mistake.explanation in result.message
+
+
+def _double(x):
+    return 2 * x
+
+
+def _demo_checker():
+    return Checker(
+        "double_demo",
+        reference=_double,
+        cases=[Case("a small tensor", (torch.tensor([1.0, 2.0]),))],
+        mistakes=[Mistake("adds instead", "multiply by two, do not add two.", lambda x: x + 2)],
+    )
+
+
+def test_checker_reports_exceptions_and_not_implemented_without_raising():
+    checker = _demo_checker()
+
+    def crashes(x):
+        raise IndexError("boom")
+
+    def todo(x):
+        raise NotImplementedError
+
+    assert "raised IndexError: boom" in checker(crashes).message
+    assert "not implemented yet" in checker(todo).message
+    assert "expected a function" in checker(3).message
+
+
+def test_checker_reports_case_expected_and_got_for_an_unknown_mistake():
+    result = _demo_checker()(lambda x: x * 3)
+    assert not result and result.case == "a small tensor" and result.mistake is None
+    assert "expected: tensor([2., 4.])" in result.message and "got:      tensor([3., 6.])" in result.message
+
+
+def test_checker_is_not_fooled_by_a_function_that_changes_its_input():
+    def doubles_in_place(x):
+        x.mul_(2)
+        return x
+
+    assert _demo_checker()(doubles_in_place).passed  # inputs are copied, so the reference saw the original
+
+
+def test_compare_explains_shape_dtype_and_type_problems():
+    assert "shape (2,)" in compare(torch.zeros(2), torch.zeros(3))
+    assert "torch.Tensor" in compare(torch.zeros(2), [0.0, 0.0])
+    assert "dtype torch.bool" in compare(torch.zeros(2, dtype=torch.bool), torch.zeros(2))
+    assert compare(torch.tensor([float("nan")]), torch.tensor([float("nan")])) is not None
+    assert compare(torch.tensor([float("nan")]), torch.tensor([float("nan")]), equal_nan=True) is None
+    assert compare((1, [2.0, "a"]), (1, [2.0 + 1e-9, "a"])) is None
+    assert "item 1" in compare([1.0, 2.0], [1.0, 2.5])
+    assert compare({"a": 1}, {"b": 1}) is not None
+
+
+def test_checker_needs_cases():
+    with pytest.raises(ValueError, match="at least one case"):
+        Checker("empty", reference=_double, cases=[], mistakes=[])

@@ -1,0 +1,117 @@
+"""Notebook hygiene: executed in order, no errors, no noise, nothing of this machine, in sync with _config.yml."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from attnbook.book import SETUP_TAG, badge_markdown, setup_cell_source
+from conftest import NOTEBOOKS, ROOT, read_notebook
+
+IDS = [p.name for p in NOTEBOOKS]
+LOCAL_PATH = re.compile(r"(/home/|/Users/|/root/|/tmp/|/work/|[A-Z]:\\\\Users|site-packages|\.venv)")
+PROGRESS_BAR = re.compile(r"\d+%\|[█▏▎▍▌▋▊▉ #]*\|")
+TIMING_WORDS = re.compile(r"\b(time|timing|seconds|ms|µs|throughput|per second|speed|median)\b", re.I)
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no notebooks found"
+
+
+def _code_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def _text_of(output) -> str:
+    if output.output_type == "stream":
+        return output.text
+    if output.output_type == "error":
+        return "\n".join(output.traceback)
+    data = output.get("data", {})
+    return "\n".join(v for k, v in data.items() if k.startswith("text/") and isinstance(v, str))
+
+
+def _ignored(cell) -> bool:
+    return "NBVAL_IGNORE_OUTPUT" in cell.source or "nbval-ignore-output" in cell.metadata.get("tags", [])
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_name_and_title(path):
+    assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name), "notebooks are named NN_topic.ipynb"
+    nb = read_notebook(path)
+    first = nb.cells[0]
+    assert first.cell_type == "markdown" and first.source.startswith("# "), "the first cell is the title"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_executed_top_to_bottom_in_order(path):
+    counts = [c.execution_count for c in _code_cells(read_notebook(path))]
+    assert None not in counts, "some code cells were never executed: run `make execute`"
+    assert counts == list(range(1, len(counts) + 1)), f"cells ran out of order: {counts}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_errors_no_empty_cells_no_widgets(path):
+    nb = read_notebook(path)
+    assert "widgets" not in nb.metadata, "stored widget state"
+    for i, cell in enumerate(_code_cells(nb)):
+        assert cell.source.strip(), f"code cell {i} is empty"
+        assert "widgets" not in cell.metadata
+        for output in cell.outputs:
+            assert output.output_type != "error", f"code cell {i} stored an error: {output.get('ename')}"
+            assert not (output.output_type == "stream" and output.name == "stderr"), (
+                f"code cell {i} wrote to stderr (warnings or progress bars): {output.text[:200]!r}"
+            )
+            assert "application/vnd.jupyter.widget-view+json" not in output.get("data", {})
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_local_paths_or_progress_bars_in_outputs(path):
+    for i, cell in enumerate(_code_cells(read_notebook(path))):
+        for output in cell.outputs:
+            text = _text_of(output)
+            match = LOCAL_PATH.search(text)
+            assert not match, f"code cell {i} shows a path of this machine: {match.group(0)!r}"
+            assert not PROGRESS_BAR.search(text), f"code cell {i} stored a progress bar"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_ignore_output_is_rare_and_only_for_timings(path):
+    code = _code_cells(read_notebook(path))
+    ignored = [c for c in code if _ignored(c)]
+    assert len(ignored) <= 0.1 * len(code), f"{len(ignored)} of {len(code)} code cells ignore their output"
+    for cell in ignored:
+        assert TIMING_WORDS.search(cell.source), f"NBVAL_IGNORE_OUTPUT on a cell that is not a timing:\n{cell.source[:200]}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_badge_and_setup_cell_follow_config(path):
+    nb = read_notebook(path)
+    assert badge_markdown(path.name) in nb.cells[0].source, "the Colab badge does not match _config.yml: run `make execute`"
+    setup = _code_cells(nb)[0]
+    assert setup.source == setup_cell_source(), "the setup cell does not match _config.yml: run `make execute`"
+    assert SETUP_TAG in setup.metadata.get("tags", []), f"the setup cell must carry the tag {SETUP_TAG!r}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_notebook_is_in_the_toc(path):
+    toc = (ROOT / "_toc.yml").read_text()
+    assert f"file: notebooks/{path.stem}\n" in toc
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_exercises_have_folded_solutions_and_checkers(path):
+    nb = read_notebook(path)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    labels = re.findall(r"```\{exercise\}[^\n]*\n:label: ([\w-]+)", text)
+    assert len(labels) >= 2, "every chapter has at least two exercises"
+    solutions = re.findall(r"```\{solution-start\} ([\w-]+)\n:class: dropdown", text)
+    assert solutions, "at least one exercise has a solution"
+    assert set(solutions) <= set(labels)
+    assert text.count("{solution-start}") == text.count("{solution-end}")
+    for label in solutions:
+        start = next(i for i, c in enumerate(nb.cells) if f"{{solution-start}} {label}" in c.source)
+        body = nb.cells[start + 1]
+        assert body.cell_type == "code" and "check_" in body.source, f"solution {label} runs a checker"
+        assert any("✓" in _text_of(o) for o in body.outputs), f"solution {label}: its checker did not pass"
