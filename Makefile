@@ -2,7 +2,8 @@
 #   make book   creates the environment if missing, builds the book, prints where the HTML is
 #   make test   creates the environment if missing, runs every test (library, exercise
 #               checkers, notebook hygiene, strict nbval over every notebook, strict book build)
-# Other targets: make env, make execute (re-run every notebook in place), make clean.
+# Other targets: make env, make execute (re-run every notebook in place),
+# make bench (the benchmarks in tests/benchmarks, kept out of the timed tests), make clean.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -15,7 +16,7 @@ export PYTHONPATH := $(CURDIR)/src
 export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: env book test execute clean
+.PHONY: env book test execute bench clean
 
 env: $(STAMP)
 
@@ -37,6 +38,9 @@ test: env
 
 execute: env
 	$(PY) -m attnbook.book execute notebooks/*.ipynb
+
+bench: env
+	for script in tests/benchmarks/bench_*.py; do $(PY) $$script || exit 1; done
 
 clean:
 	rm -rf _build .pytest_cache
