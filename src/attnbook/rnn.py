@@ -1,0 +1,276 @@
+"""The RNN encoder–decoder of chapter 2, and the attention decoder of chapter 3.
+
+An encoder reads the source sentence with a GRU. The *plain* decoder
+(Cho et al. 2014, Sutskever et al. 2014) sees the source only through one
+fixed vector, the encoder's final hidden state: that vector is its initial
+state and is fed again at every step. The *attention* decoder
+(Bahdanau et al. 2015) instead asks, at every step, which source positions
+matter now, and reads a fresh context vector from all the encoder's outputs.
+
+:class:`Seq2Seq` joins an encoder and one of the two decoders. It follows the
+protocol that :mod:`attnbook.train` and :mod:`attnbook.decode` rely on:
+
+- ``model(src, src_mask, tgt_in)`` returns teacher-forced logits ``(B, T, V)``;
+- ``model.start(src, src_mask)`` encodes a batch and returns a decoder state;
+- ``model.step(tokens, state)`` takes the previous tokens ``(B,)`` and returns
+  the next-token logits ``(B, V)`` and the new state;
+- ``model.config`` is a dataclass holding everything needed to rebuild it.
+
+Shapes: ``B`` sentences, ``S`` source and ``T`` target positions, ``E``
+embedding width, ``H`` hidden width, ``L`` GRU layers, ``V`` vocabulary size.
+Masks are bool with ``True`` = padding, as everywhere in the library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from .attention import AdditiveAttention
+from .masks import padding_mask
+
+__all__ = [
+    "Seq2SeqConfig",
+    "GRUEncoder",
+    "PlainDecoder",
+    "AttentionDecoder",
+    "DecoderState",
+    "Seq2Seq",
+    "check_token_ids",
+    "lengths_from_mask",
+]
+
+
+def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str = "token ids") -> None:
+    """Raise a clear error unless ``ids`` is an integer tensor with values in ``[0, vocab_size)``."""
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token indices, got {type(ids).__name__}")
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer token indices, got dtype {ids.dtype}")
+    if ids.numel() == 0:
+        return
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise IndexError(
+            f"{name} contain the index {bad}, outside the vocabulary of size {vocab_size} "
+            f"(valid indices are 0 to {vocab_size - 1}); was the batch built with another vocabulary?"
+        )
+
+
+def lengths_from_mask(mask: torch.Tensor, name: str = "src_mask") -> torch.Tensor:
+    """Sentence lengths ``(B,)`` from a padding mask ``(B, S)`` whose ``True`` entries form a suffix of each row."""
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        raise TypeError(f"{name} must be a bool tensor (True = padding), got {getattr(mask, 'dtype', type(mask).__name__)}")
+    if mask.dim() != 2:
+        raise ValueError(f"{name} must have shape (B, S), got shape {tuple(mask.shape)}")
+    lengths = (~mask).sum(dim=1)
+    if not torch.equal(mask, padding_mask(lengths, mask.shape[1])):
+        raise ValueError(f"{name} must mark padding at the end of each row only (True after the last real token)")
+    return lengths
+
+
+@dataclass(frozen=True)
+class Seq2SeqConfig:
+    """Everything needed to rebuild a :class:`Seq2Seq`; stored beside the weights in a checkpoint."""
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    embed_size: int = 64
+    hidden_size: int = 128
+    num_layers: int = 1
+    dropout: float = 0.0
+    attention: bool = False
+    pad_id: int = 0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in {"dropout", "attention"}:
+                continue
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"Seq2SeqConfig.{f.name} must be an int, got {value!r}")
+            if f.name == "pad_id":
+                if not 0 <= value < min(self.src_vocab_size, self.tgt_vocab_size):
+                    raise ValueError(f"pad_id {value} is outside the vocabularies")
+            elif value < 1:
+                raise ValueError(f"Seq2SeqConfig.{f.name} must be >= 1, got {value}")
+        if not isinstance(self.attention, bool):
+            raise TypeError(f"Seq2SeqConfig.attention must be True or False, got {self.attention!r}")
+        if not 0.0 <= float(self.dropout) < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+
+class GRUEncoder(nn.Module):
+    """Embedding and a multi-layer GRU; padding is skipped by packing the batch.
+
+    ``forward(src, src_mask)`` returns ``outputs (B, S, H)``, the top layer's
+    state at every position (zero at padding), and ``state (L, B, H)``, each
+    layer's state after the *last real* token of each sentence, so that a
+    padded sentence is encoded exactly as it would be alone.
+    """
+
+    def __init__(
+        self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int = 1, dropout: float = 0.0, pad_id: int = 0
+    ) -> None:
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
+        self.dropout = nn.Dropout(dropout)
+        # GRU's own dropout acts between layers only (it warns if there is one layer).
+        self.rnn = nn.GRU(embed_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0)
+
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        check_token_ids(src, self.vocab_size, "source token ids")
+        if src.dim() != 2:
+            raise ValueError(f"src must have shape (B, S), got shape {tuple(src.shape)}")
+        embedded = self.dropout(self.embedding(src))  # (B, S, E)
+        if src_mask is None:
+            return self.rnn(embedded)
+        lengths = lengths_from_mask(src_mask)
+        if src_mask.shape != src.shape:
+            raise ValueError(f"src_mask of shape {tuple(src_mask.shape)} does not match src of shape {tuple(src.shape)}")
+        if not src_mask.any():
+            return self.rnn(embedded)
+        if (lengths == 0).any():
+            raise ValueError("every source sentence needs at least one token; a row of src_mask is all padding")
+        packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        outputs, state = self.rnn(packed)
+        outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=src.shape[1])
+        return outputs, state
+
+
+@dataclass
+class DecoderState:
+    """What a decoder carries from one step to the next.
+
+    ``hidden (L, B, H)`` is the GRU state. The plain decoder also carries the
+    fixed ``context (B, H)``; the attention decoder carries the encoder
+    ``memory (B, S, H)``, its padding mask, the keys projected once, and the
+    weights of the last step, ``attention (B, S)``.
+    """
+
+    hidden: torch.Tensor
+    context: torch.Tensor | None = None
+    memory: torch.Tensor | None = None
+    memory_mask: torch.Tensor | None = None
+    projected_keys: torch.Tensor | None = None
+    attention: torch.Tensor | None = None
+
+
+class PlainDecoder(nn.Module):
+    """A GRU decoder that reads the source through one fixed context vector.
+
+    The context ``c`` (the encoder's final top-layer state) is concatenated to
+    the embedding of the previous token at every step, and the encoder's final
+    state is the decoder's initial state. With teacher forcing the whole target
+    runs through the GRU in one call.
+    """
+
+    def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int = 1, dropout: float = 0.0, pad_id: int = 0) -> None:
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
+        self.dropout = nn.Dropout(dropout)
+        self.rnn = nn.GRU(embed_size + hidden_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0)
+        self.output = nn.Linear(hidden_size, vocab_size)
+
+    def init_state(self, enc_outputs: torch.Tensor, enc_state: torch.Tensor, src_mask: torch.Tensor | None) -> DecoderState:
+        return DecoderState(hidden=enc_state, context=enc_state[-1])
+
+    def forward(self, tgt_in: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, DecoderState]:
+        """Logits ``(B, T, V)`` for inputs ``tgt_in (B, T)``, and the state after the last of them."""
+        check_token_ids(tgt_in, self.vocab_size, "target token ids")
+        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        context = state.context[:, None, :].expand(-1, tgt_in.shape[1], -1)  # (B, T, H): the same c at every step
+        outputs, hidden = self.rnn(torch.cat([embedded, context], dim=-1), state.hidden)
+        return self.output(outputs), replace(state, hidden=hidden)
+
+
+class AttentionDecoder(nn.Module):
+    """A GRU decoder that attends over the encoder's outputs at every step (Bahdanau et al. 2015).
+
+    At step ``t`` the query is the top layer's state ``s_{t-1}``; additive
+    attention over the encoder outputs (keys and values alike, padding masked)
+    gives the context ``c_t``, which is concatenated to the embedding of the
+    previous token. The steps run one after another, even with teacher forcing,
+    because each query depends on the state the previous step produced.
+    """
+
+    def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int = 1, dropout: float = 0.0, pad_id: int = 0) -> None:
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
+        self.dropout = nn.Dropout(dropout)
+        self.attention = AdditiveAttention(hidden_size, hidden_size, hidden_size)
+        self.rnn = nn.GRU(embed_size + hidden_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0)
+        self.output = nn.Linear(hidden_size, vocab_size)
+
+    def init_state(self, enc_outputs: torch.Tensor, enc_state: torch.Tensor, src_mask: torch.Tensor | None) -> DecoderState:
+        return DecoderState(
+            hidden=enc_state,
+            memory=enc_outputs,
+            memory_mask=src_mask,
+            projected_keys=self.attention.project_keys(enc_outputs),
+        )
+
+    def forward(self, tgt_in: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        """Logits ``(B, T, V)``, the state after the last input, and the attention weights ``(B, T, S)``."""
+        check_token_ids(tgt_in, self.vocab_size, "target token ids")
+        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        hidden, outputs, weights = state.hidden, [], []
+        for t in range(tgt_in.shape[1]):
+            query = hidden[-1][:, None, :]  # (B, 1, H): the top layer's previous state
+            context, w = self.attention(query, state.memory, state.memory, state.memory_mask, projected_keys=state.projected_keys)
+            step_in = torch.cat([embedded[:, t : t + 1], context], dim=-1)  # (B, 1, E + H)
+            out, hidden = self.rnn(step_in, hidden)
+            outputs.append(out)
+            weights.append(w)
+        weights = torch.cat(weights, dim=1)  # (B, T, S)
+        logits = self.output(torch.cat(outputs, dim=1))
+        return logits, replace(state, hidden=hidden, attention=weights[:, -1]), weights
+
+
+class Seq2Seq(nn.Module):
+    """A GRU encoder joined to the plain decoder (``config.attention=False``) or the attention decoder."""
+
+    def __init__(self, config: Seq2SeqConfig) -> None:
+        super().__init__()
+        if not isinstance(config, Seq2SeqConfig):
+            raise TypeError(f"Seq2Seq needs a Seq2SeqConfig, got {type(config).__name__}")
+        self.config = config
+        c = config
+        self.encoder = GRUEncoder(c.src_vocab_size, c.embed_size, c.hidden_size, c.num_layers, c.dropout, c.pad_id)
+        decoder = AttentionDecoder if c.attention else PlainDecoder
+        self.decoder = decoder(c.tgt_vocab_size, c.embed_size, c.hidden_size, c.num_layers, c.dropout, c.pad_id)
+
+    def start(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> DecoderState:
+        """Encode a batch; return the decoder's initial state."""
+        if src_mask is not None and not isinstance(src_mask, torch.Tensor):
+            raise TypeError(f"src_mask must be a bool tensor, got {type(src_mask).__name__}")
+        outputs, state = self.encoder(src, src_mask)
+        return self.decoder.init_state(outputs, state, src_mask)
+
+    def forward(
+        self, src: torch.Tensor, src_mask: torch.Tensor | None, tgt_in: torch.Tensor, return_attention: bool = False
+    ):
+        """Teacher-forced logits ``(B, T, V)``; with ``return_attention``, also the weights ``(B, T, S)`` (``None`` for the plain model)."""
+        if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
+            raise ValueError(f"tgt_in must have shape (B, T) with B = {src.shape[0]}, got shape {tuple(tgt_in.shape)}")
+        state = self.start(src, src_mask)
+        if self.config.attention:
+            logits, _, weights = self.decoder(tgt_in, state)
+        else:
+            (logits, _), weights = self.decoder(tgt_in, state), None
+        return (logits, weights) if return_attention else logits
+
+    def step(self, tokens: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, DecoderState]:
+        """One decoding step: previous tokens ``(B,)`` -> next-token logits ``(B, V)`` and the new state."""
+        if tokens.dim() != 1:
+            raise ValueError(f"step takes one token per sentence, shape (B,), got shape {tuple(tokens.shape)}")
+        result = self.decoder(tokens[:, None], state)
+        logits, new_state = result[0], result[1]
+        return logits[:, 0], new_state

@@ -1,0 +1,415 @@
+"""The training loop that every chapter uses, and checkpoints.
+
+:func:`train` takes any sequence-to-sequence model that follows the library's
+protocol (``model(src, src_mask, tgt_in) -> logits (B, T, V)`` and a
+``model.config`` dataclass) and batches with the fields of
+:class:`attnbook.data.Batch` (``src``, ``src_mask``, ``tgt_in``, ``tgt_out``,
+``.to(device)``). Each epoch it trains with teacher forcing, clipping the
+gradient norm, then measures the loss on the validation batches. It stops after
+``epochs`` epochs or ``max_seconds`` seconds, whichever comes first; the
+notebooks budget epochs, because a budget in seconds depends on the machine
+and would make the stored results irreproducible.
+
+In a notebook the loss curve is drawn as training goes when a person is
+watching, and exactly one final figure is left in the cell's output either way.
+
+A checkpoint stores the weights and, beside them, the model's configuration;
+loading it into a model built from another configuration is an error that
+names the differences. Checkpoints are read with ``weights_only=True``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = [
+    "sequence_loss",
+    "evaluate",
+    "EpochLog",
+    "History",
+    "train",
+    "save_checkpoint",
+    "read_checkpoint",
+    "load_checkpoint",
+    "CheckpointMismatch",
+]
+
+CHECKPOINT_FORMAT = "attnbook-checkpoint-v1"
+
+
+# --- The loss ---------------------------------------------------------------
+
+
+def sequence_loss(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    pad_id: int = 0,
+    label_smoothing: float = 0.0,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    """Cross-entropy of ``logits (B, T, V)`` against ``targets (B, T)``, ignoring padding.
+
+    ``reduction="mean"`` averages over the real (non-padding) target tokens of
+    the whole batch, so that every token counts once whatever its sentence's
+    length; ``"sum"`` returns the total, for averaging over many batches.
+    """
+    if logits.dim() != 3:
+        raise ValueError(f"logits must have shape (B, T, V), got shape {tuple(logits.shape)}")
+    if targets.shape != logits.shape[:2]:
+        raise ValueError(f"targets of shape {tuple(targets.shape)} do not match logits of shape {tuple(logits.shape)} (expected (B, T))")
+    if targets.is_floating_point() or targets.dtype == torch.bool:
+        raise TypeError(f"targets must hold integer token indices, got dtype {targets.dtype}")
+    vocab = logits.shape[-1]
+    if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= vocab):
+        bad = int(targets.min()) if int(targets.min()) < 0 else int(targets.max())
+        raise IndexError(f"target index {bad} is outside the vocabulary of size {vocab}")
+    if reduction not in {"mean", "sum"}:
+        raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+    total = F.cross_entropy(
+        logits.reshape(-1, vocab), targets.reshape(-1), ignore_index=pad_id, label_smoothing=label_smoothing, reduction="sum"
+    )
+    if reduction == "sum":
+        return total
+    n_tokens = int((targets != pad_id).sum())
+    if n_tokens == 0:
+        raise ValueError("the targets hold no real tokens (everything is padding)")
+    return total / n_tokens
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    try:
+        return next(model.parameters()).device
+    except StopIteration:
+        return torch.device("cpu")
+
+
+def _to(batch, device: torch.device):
+    return batch.to(device) if hasattr(batch, "to") else batch
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, batches: Iterable, pad_id: int = 0) -> float:
+    """Mean loss per real target token over ``batches``, in evaluation mode."""
+    was_training = model.training
+    model.eval()
+    device = _device_of(model)
+    total, tokens = 0.0, 0
+    try:
+        for batch in batches:
+            batch = _to(batch, device)
+            logits = model(batch.src, batch.src_mask, batch.tgt_in)
+            total += float(sequence_loss(logits, batch.tgt_out, pad_id, reduction="sum"))
+            tokens += int((batch.tgt_out != pad_id).sum())
+    finally:
+        model.train(was_training)
+    if tokens == 0:
+        raise ValueError("evaluate() got no batches (or only padding)")
+    return total / tokens
+
+
+# --- What training records ------------------------------------------------------
+
+
+@dataclass
+class EpochLog:
+    """One epoch: mean training loss per token, validation loss (if any), and its duration."""
+
+    epoch: int
+    train_loss: float
+    valid_loss: float | None
+    seconds: float
+    tokens: int
+
+
+@dataclass
+class History:
+    """Everything :func:`train` measured.
+
+    ``steps`` holds ``(fractional epoch, loss)`` of every ``log_every``-th
+    batch, for the loss curve; ``stopped_by`` says which budget ended training.
+    """
+
+    epochs: list[EpochLog] = field(default_factory=list)
+    steps: list[tuple[float, float]] = field(default_factory=list)
+    stopped_by: str = ""
+    train_seconds: float = 0.0
+    tokens: int = 0
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Training throughput in target tokens per second (validation excluded)."""
+        return self.tokens / self.train_seconds if self.train_seconds > 0 else float("nan")
+
+    @property
+    def final_valid_loss(self) -> float | None:
+        return self.epochs[-1].valid_loss if self.epochs else None
+
+    def plot(self, ax=None, title: str | None = None):
+        """Draw the loss curve on ``ax`` (a new figure when ``None``); return the axes."""
+        if ax is None:
+            from matplotlib.figure import Figure
+
+            ax = Figure(figsize=(6.0, 3.4)).add_subplot()
+        ax.clear()
+        if self.steps:
+            x, y = zip(*self.steps)
+            ax.plot(x, y, color="tab:blue", alpha=0.35, lw=1, label="training batches")
+        done = self.epochs
+        if done:
+            ax.plot([e.epoch for e in done], [e.train_loss for e in done], "o-", color="tab:blue", label="training (epoch mean)")
+            valid = [e for e in done if e.valid_loss is not None]
+            if valid:
+                ax.plot([e.epoch for e in valid], [e.valid_loss for e in valid], "s-", color="tab:orange", label="validation")
+        ax.set(xlabel="epoch", ylabel="loss per target token", title=title or "Training")
+        ax.grid(True, alpha=0.3)
+        if self.steps or done:
+            ax.legend(loc="upper right")
+        return ax
+
+
+# --- The live figure --------------------------------------------------------------
+
+
+def _watched_interactively() -> bool:
+    """True in a notebook a person is running: the front end accepts ``input()``.
+
+    Notebooks executed by nbclient or nbval are run with stdin disabled, so
+    they get no live updates: they display only the final figure, and the
+    stored output holds exactly one clean figure.
+    """
+    from .notebook import _in_kernel
+
+    if not _in_kernel():
+        return False
+    from IPython import get_ipython
+
+    kernel = getattr(get_ipython(), "kernel", None)
+    return bool(getattr(kernel, "_allow_stdin", False))
+
+
+class _LossFigure:
+    """The loss curve: updated in place while a person watches, shown once at the end otherwise."""
+
+    def __init__(self, history: History, title: str | None, live: bool) -> None:
+        import matplotlib.pyplot as plt
+
+        self.history, self.title, self.live = history, title, live
+        # Made by pyplot, so that the notebook knows how to render it; closed at once,
+        # so that pyplot does not show it a second time when the cell ends.
+        self.figure = plt.figure(figsize=(6.0, 3.4), layout="constrained")
+        plt.close(self.figure)
+        self.ax = self.figure.add_subplot()
+        self.handle = None
+        if live:
+            from IPython.display import display
+
+            history.plot(self.ax, title)
+            self.handle = display(self.figure, display_id=True)
+
+    def update(self) -> None:
+        if self.live and self.handle is not None:
+            self.history.plot(self.ax, self.title)
+            self.handle.update(self.figure)
+
+    def finish(self) -> None:
+        self.history.plot(self.ax, self.title)
+        if self.handle is not None:
+            self.handle.update(self.figure)
+        else:
+            from IPython.display import display
+
+            display(self.figure)
+
+
+# --- The loop --------------------------------------------------------------------
+
+
+def train(
+    model: nn.Module,
+    train_batches: Iterable | Callable[[int], Iterable],
+    valid_batches: Iterable | None = None,
+    *,
+    epochs: int = 10,
+    max_seconds: float | None = None,
+    lr: float = 1e-3,
+    clip: float | None = 1.0,
+    pad_id: int | None = None,
+    label_smoothing: float = 0.0,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any | None = None,
+    seed: int | None = 0,
+    plot: bool | None = None,
+    live: bool | None = None,
+    title: str | None = None,
+    verbose: bool = True,
+    log_every: int = 5,
+) -> History:
+    """Train ``model`` with teacher forcing; return the :class:`History`.
+
+    ``train_batches`` is re-read every epoch; pass a function ``epoch -> batches``
+    to reshuffle per epoch. Training stops after ``epochs`` epochs or once
+    ``max_seconds`` have passed (checked after every batch), whichever comes
+    first, and the model is validated after every epoch, including a cut-short
+    last one. The default optimizer is Adam with learning rate ``lr``; the
+    gradient norm is clipped to ``clip`` (``None``: no clipping); ``scheduler``,
+    if given, is stepped after every batch. ``seed`` seeds PyTorch (dropout)
+    so that a run is reproducible. ``plot`` (default: in a notebook) draws the
+    loss curve, ``live`` (default: when a person runs the notebook) updates it
+    as training goes. ``verbose`` prints one line per epoch.
+    """
+    if not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"epochs must be an int >= 1, got {epochs!r}")
+    if max_seconds is not None and not max_seconds > 0:
+        raise ValueError(f"max_seconds must be > 0 (or None), got {max_seconds!r}")
+    if clip is not None and not clip > 0:
+        raise ValueError(f"clip must be > 0 (or None), got {clip!r}")
+    if log_every < 1:
+        raise ValueError(f"log_every must be >= 1, got {log_every}")
+    if pad_id is None:
+        pad_id = getattr(getattr(model, "config", None), "pad_id", 0)
+    if seed is not None:
+        torch.manual_seed(seed)
+    if plot is None:
+        from .notebook import _in_kernel
+
+        plot = _in_kernel()
+    if live is None:
+        live = plot and _watched_interactively()
+    device = _device_of(model)
+    optimizer = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
+    history = History()
+    figure = _LossFigure(history, title, live) if plot else None
+
+    def batches_for(epoch: int) -> Iterable:
+        return train_batches(epoch) if callable(train_batches) else train_batches
+
+    start = time.perf_counter()
+    step = 0
+    for epoch in range(1, epochs + 1):
+        model.train()
+        epoch_start = time.perf_counter()
+        total, tokens, out_of_time = 0.0, 0, False
+        epoch_batches = list(batches_for(epoch))
+        if not epoch_batches:
+            raise ValueError("train_batches is empty")
+        for i, batch in enumerate(epoch_batches):
+            batch = _to(batch, device)
+            logits = model(batch.src, batch.src_mask, batch.tgt_in)
+            loss = sequence_loss(logits, batch.tgt_out, pad_id, label_smoothing)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"the loss became {float(loss)} at epoch {epoch}, batch {i}: lower the learning rate")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if clip is not None:
+                nn.utils.clip_grad_norm_(model.parameters(), clip)
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            n = int((batch.tgt_out != pad_id).sum())
+            total += float(loss.detach()) * n
+            tokens += n
+            step += 1
+            if step % log_every == 0:
+                history.steps.append((epoch - 1 + (i + 1) / len(epoch_batches), float(loss.detach())))
+                if figure is not None and step % (log_every * 4) == 0:
+                    figure.update()
+            if max_seconds is not None and time.perf_counter() - start >= max_seconds:
+                out_of_time = True
+                break
+        train_seconds = time.perf_counter() - epoch_start
+        history.train_seconds += train_seconds
+        history.tokens += tokens
+        valid = evaluate(model, valid_batches, pad_id) if valid_batches is not None else None
+        log = EpochLog(epoch, total / tokens, valid, time.perf_counter() - epoch_start, tokens)
+        history.epochs.append(log)
+        if verbose:
+            line = f"epoch {epoch:>2}/{epochs}: train loss {log.train_loss:.3f}"
+            if valid is not None:
+                line += f", valid loss {valid:.3f}"
+            print(line + f"  ({log.seconds:.1f} s)", flush=True)
+        if figure is not None:
+            figure.update()
+        if out_of_time:
+            history.stopped_by = f"time budget ({max_seconds:g} s) during epoch {epoch}"
+            break
+    else:
+        history.stopped_by = f"epoch budget ({epochs} epochs)"
+    model.eval()
+    if verbose and history.stopped_by.startswith("time"):
+        print(f"stopped by the {history.stopped_by}", flush=True)
+    if figure is not None:
+        figure.finish()
+    return history
+
+
+# --- Checkpoints ------------------------------------------------------------------
+
+
+class CheckpointMismatch(ValueError):
+    """A checkpoint does not fit the model it is being loaded into."""
+
+
+def _config_dict(model: nn.Module) -> dict:
+    config = getattr(model, "config", None)
+    if config is None or not dataclasses.is_dataclass(config):
+        raise TypeError(f"{type(model).__name__} has no dataclass `config`; a checkpoint stores the config beside the weights")
+    return dataclasses.asdict(config)
+
+
+def save_checkpoint(path: str | Path, model: nn.Module, **extra: Any) -> Path:
+    """Save the weights of ``model``, its class name and config, and any ``extra`` plain values."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "format": CHECKPOINT_FORMAT,
+        "model_class": type(model).__name__,
+        "config": _config_dict(model),
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "extra": extra,
+    }
+    torch.save(payload, path)
+    return path
+
+
+def read_checkpoint(path: str | Path) -> dict:
+    """Read a checkpoint safely (``weights_only=True``); raise a clear error if it is not one of ours."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # unpickling errors have many types
+        raise CheckpointMismatch(f"{path.name} is not a readable checkpoint: {type(err).__name__}: {err}") from None
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointMismatch(f"{path.name} is not an attnbook checkpoint (expected format {CHECKPOINT_FORMAT!r})")
+    return payload
+
+
+def load_checkpoint(path: str | Path, model: nn.Module) -> dict:
+    """Load the weights saved at ``path`` into ``model``, which must have the same class and config.
+
+    Returns the ``extra`` values saved with the checkpoint. To rebuild a model
+    from the file alone, read its config first: ``Seq2Seq(Seq2SeqConfig(**read_checkpoint(p)["config"]))``.
+    """
+    payload = read_checkpoint(path)
+    name = Path(path).name
+    if payload["model_class"] != type(model).__name__:
+        raise CheckpointMismatch(f"{name} holds a {payload['model_class']}, not a {type(model).__name__}")
+    saved, ours = payload["config"], _config_dict(model)
+    if saved != ours:
+        keys = sorted(set(saved) | set(ours))
+        diffs = [f"{k}: checkpoint {saved.get(k, '<missing>')!r}, model {ours.get(k, '<missing>')!r}" for k in keys if saved.get(k) != ours.get(k)]
+        raise CheckpointMismatch(f"{name} was saved from another configuration; " + "; ".join(diffs))
+    try:
+        model.load_state_dict(payload["state_dict"])
+    except RuntimeError as err:
+        raise CheckpointMismatch(f"{name}: the weights do not fit the model: {err}") from None
+    return payload["extra"]

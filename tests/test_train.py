@@ -1,0 +1,335 @@
+"""The training loop, the padding-aware loss, and checkpoints."""
+
+from __future__ import annotations
+
+import math
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attnbook.train as train_module
+from attnbook.rnn import Seq2Seq, Seq2SeqConfig
+from attnbook.train import CheckpointMismatch, History, evaluate, load_checkpoint, read_checkpoint, save_checkpoint, sequence_loss, train
+from toy_seq2seq import batches_of, make_batch, one_thread, reversal_pairs  # noqa: F401 (fixture)
+
+PAIRS = reversal_pairs(256, vocab_size=10, max_len=6)
+TRAIN, VALID = batches_of(PAIRS[:192], 32), batches_of(PAIRS[192:], 64)
+
+
+def _model(attention=True, hidden=24, **kw) -> Seq2Seq:
+    torch.manual_seed(0)
+    return Seq2Seq(Seq2SeqConfig(10, 10, embed_size=12, hidden_size=hidden, attention=attention, **kw))
+
+
+# --- the loss ---------------------------------------------------------------------
+
+
+def test_sequence_loss_is_the_mean_over_real_tokens():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 4, 7)
+    targets = torch.tensor([[4, 5, 2, 0], [6, 2, 0, 0]])
+    per_token = F.cross_entropy(logits.reshape(-1, 7), targets.reshape(-1), reduction="none").reshape(2, 4)
+    real = targets != 0
+    expected = per_token[real].sum() / real.sum()  # 5 real tokens, not 8 positions, not a mean of sentence means
+    assert torch.isclose(sequence_loss(logits, targets), expected)
+    assert torch.isclose(sequence_loss(logits, targets, reduction="sum"), per_token[real].sum())
+    assert not torch.isclose(expected, per_token[real].mean() * 0 + (per_token[0, :3].mean() + per_token[1, :2].mean()) / 2)
+
+
+def test_sequence_loss_ignores_whatever_the_model_says_at_padding():
+    torch.manual_seed(1)
+    logits = torch.randn(2, 4, 7)
+    targets = torch.tensor([[4, 5, 2, 0], [6, 2, 0, 0]])
+    noisy = logits.clone()
+    noisy[targets == 0] = 100 * torch.randn_like(noisy[targets == 0])
+    assert torch.isclose(sequence_loss(logits, targets), sequence_loss(noisy, targets))
+    other_pad = torch.where(targets == 0, torch.tensor(6), targets)
+    assert torch.isclose(sequence_loss(logits, other_pad, pad_id=6), sequence_loss(logits, targets.masked_fill(targets == 6, 0)))
+
+
+def test_sequence_loss_label_smoothing_matches_pytorch():
+    torch.manual_seed(2)
+    logits = torch.randn(3, 5, 9)
+    targets = torch.randint(1, 9, (3, 5))
+    targets[0, 3:] = 0
+    real = targets != 0
+    expected = F.cross_entropy(logits[real], targets[real], label_smoothing=0.1)
+    assert torch.isclose(sequence_loss(logits, targets, label_smoothing=0.1), expected)
+
+
+def test_sequence_loss_errors():
+    logits = torch.randn(2, 3, 5)
+    with pytest.raises(ValueError, match="do not match logits"):
+        sequence_loss(logits, torch.ones(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"shape \(B, T, V\)"):
+        sequence_loss(logits[0], torch.ones(3, dtype=torch.long))
+    with pytest.raises(IndexError, match="target index 5 is outside the vocabulary of size 5"):
+        sequence_loss(logits, torch.full((2, 3), 5))
+    with pytest.raises(TypeError, match="integer"):
+        sequence_loss(logits, torch.ones(2, 3))
+    with pytest.raises(ValueError, match="no real tokens"):
+        sequence_loss(logits, torch.zeros(2, 3, dtype=torch.long))
+
+
+# --- the loop ---------------------------------------------------------------------
+
+
+def test_training_learns_the_toy_task_and_records_history(capsys):
+    model = _model()
+    before = evaluate(model, VALID)
+    history = train(model, TRAIN, VALID, epochs=6, lr=1e-2, plot=False, log_every=2)
+    after = evaluate(model, VALID)
+    assert after < 0.6 * before
+    assert math.isclose(history.final_valid_loss, after, rel_tol=1e-6)
+    assert [e.epoch for e in history.epochs] == list(range(1, 7))
+    assert history.stopped_by == "epoch budget (6 epochs)"
+    assert history.tokens == 6 * sum(int((b.tgt_out != 0).sum()) for b in TRAIN)
+    assert history.tokens_per_second > 0
+    assert len(history.steps) == 6 * len(TRAIN) // 2
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 6 and lines[0].startswith("epoch  1/6: train loss ") and "valid loss" in lines[0]
+    assert not model.training
+
+
+def test_training_is_deterministic():
+    runs = []
+    for _ in range(2):
+        model = _model(dropout=0.2)
+        history = train(model, TRAIN, VALID, epochs=2, lr=1e-2, plot=False, verbose=False, seed=3)
+        runs.append(([e.train_loss for e in history.epochs], [e.valid_loss for e in history.epochs], model.state_dict()))
+    assert runs[0][0] == runs[1][0] and runs[0][1] == runs[1][1]
+    assert all(torch.equal(runs[0][2][k], runs[1][2][k]) for k in runs[0][2])
+
+
+def test_time_budget_stops_before_the_epoch_budget(capsys):
+    model = _model()
+    history = train(model, TRAIN, VALID, epochs=50, max_seconds=1e-9, plot=False)
+    assert len(history.epochs) == 1 and history.epochs[0].tokens == int((TRAIN[0].tgt_out != 0).sum())
+    assert history.stopped_by.startswith("time budget") and history.epochs[0].valid_loss is not None
+    assert "stopped by the time budget" in capsys.readouterr().out
+
+
+def test_a_function_of_the_epoch_gives_fresh_batches_each_epoch():
+    seen = []
+
+    def batches(epoch):
+        seen.append(epoch)
+        return TRAIN[epoch % 2 :: 2]
+
+    train(_model(), batches, epochs=3, plot=False, verbose=False)
+    assert seen == [1, 2, 3]
+
+
+def test_gradient_clipping_bounds_each_step():
+    model = _model()
+    before = [p.detach().clone() for p in model.parameters()]
+    sgd = torch.optim.SGD(model.parameters(), lr=1.0)
+    train(model, TRAIN[:1], epochs=1, clip=1e-3, optimizer=sgd, plot=False, verbose=False)
+    step = torch.sqrt(sum(((p.detach() - b) ** 2).sum() for p, b in zip(model.parameters(), before)))
+    assert 0 < step <= 1e-3 * (1 + 1e-4)
+
+
+def test_scheduler_is_stepped_every_batch():
+    model = _model()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (s + 1))
+    train(model, TRAIN, epochs=1, optimizer=opt, scheduler=sched, plot=False, verbose=False)
+    assert sched.last_epoch == len(TRAIN)
+
+
+def test_bad_arguments_are_clear_errors():
+    model = _model()
+    with pytest.raises(ValueError, match="epochs must be an int >= 1"):
+        train(model, TRAIN, epochs=0, plot=False)
+    with pytest.raises(ValueError, match="max_seconds must be > 0"):
+        train(model, TRAIN, max_seconds=0, plot=False)
+    with pytest.raises(ValueError, match="clip must be > 0"):
+        train(model, TRAIN, clip=-1.0, plot=False)
+    with pytest.raises(ValueError, match="train_batches is empty"):
+        train(model, [], plot=False)
+    with pytest.raises(ValueError, match="no batches"):
+        evaluate(model, [])
+
+
+# --- the figure -------------------------------------------------------------------
+
+
+class _Handle:
+    def __init__(self):
+        self.updates = 0
+
+    def update(self, obj):
+        self.updates += 1
+
+
+def _record_display(monkeypatch):
+    import IPython.display
+
+    calls = []
+
+    def display(obj, display_id=None):
+        calls.append((obj, display_id))
+        if display_id:
+            calls[-1] = (obj, _Handle())
+            return calls[-1][1]
+
+    monkeypatch.setattr(IPython.display, "display", display)
+    return calls
+
+
+def test_not_live_leaves_exactly_one_figure(monkeypatch):
+    from matplotlib.figure import Figure
+
+    calls = _record_display(monkeypatch)
+    train(_model(), TRAIN, VALID, epochs=2, plot=True, live=False, verbose=False)
+    assert len(calls) == 1 and isinstance(calls[0][0], Figure) and calls[0][1] is None
+    ax = calls[0][0].axes[0]
+    assert [line.get_label() for line in ax.lines] == ["training batches", "training (epoch mean)", "validation"]
+
+
+def test_live_updates_one_display_in_place(monkeypatch):
+    calls = _record_display(monkeypatch)
+    train(_model(), TRAIN, VALID, epochs=2, plot=True, live=True, verbose=False)
+    assert len(calls) == 1, "one display, then updates of that same display"
+    assert calls[0][1].updates >= 3  # each epoch, and the final figure
+
+
+def test_outside_a_notebook_nothing_is_displayed(monkeypatch):
+    calls = _record_display(monkeypatch)
+    train(_model(), TRAIN, epochs=1, verbose=False)  # plot defaults to "in a notebook"
+    assert calls == []
+    assert train_module._watched_interactively() is False
+
+
+def test_history_plot_draws_on_given_axes():
+    from matplotlib.figure import Figure
+
+    history = History()
+    ax = Figure().add_subplot()
+    assert history.plot(ax) is ax and not ax.lines  # empty history, empty plot
+    history = train(_model(), TRAIN, VALID, epochs=1, plot=False, verbose=False, log_every=1)
+    assert len(history.plot(ax).lines) == 3
+
+
+# --- checkpoints ------------------------------------------------------------------
+
+
+def test_checkpoint_round_trip(tmp_path):
+    model = _model()
+    train(model, TRAIN[:2], epochs=1, plot=False, verbose=False)
+    path = save_checkpoint(tmp_path / "sub" / "model.pt", model, epochs=1, note="toy")
+    raw = torch.load(path, weights_only=True)  # a plain, safe file
+    assert raw["config"]["attention"] is True and raw["model_class"] == "Seq2Seq"
+    fresh = _model()
+    fresh.load_state_dict({k: torch.zeros_like(v) for k, v in fresh.state_dict().items()})
+    extra = load_checkpoint(path, fresh)
+    assert extra == {"epochs": 1, "note": "toy"}
+    batch = VALID[0]
+    assert torch.equal(model(batch.src, batch.src_mask, batch.tgt_in), fresh(batch.src, batch.src_mask, batch.tgt_in))
+    rebuilt = Seq2Seq(Seq2SeqConfig(**read_checkpoint(path)["config"]))
+    load_checkpoint(path, rebuilt)
+
+
+def test_checkpoint_from_another_configuration_is_refused(tmp_path):
+    path = save_checkpoint(tmp_path / "model.pt", _model(hidden=24))
+    with pytest.raises(CheckpointMismatch, match="hidden_size: checkpoint 24, model 16"):
+        load_checkpoint(path, _model(hidden=16))
+    with pytest.raises(CheckpointMismatch, match="attention: checkpoint True, model False"):
+        load_checkpoint(path, _model(attention=False, hidden=24))
+    with pytest.raises(CheckpointMismatch, match="holds a Seq2Seq, not a Linear"):
+        load_checkpoint(path, torch.nn.Linear(2, 2))
+
+
+def test_checkpoint_whose_weights_do_not_fit_is_refused(tmp_path):
+    model = _model()
+    path = save_checkpoint(tmp_path / "model.pt", model)
+    payload = torch.load(path, weights_only=True)
+    payload["state_dict"]["decoder.output.bias"] = torch.zeros(3)
+    torch.save(payload, path)
+    with pytest.raises(CheckpointMismatch, match="the weights do not fit"):
+        load_checkpoint(path, _model())
+
+
+class _Sneaky:
+    """Any pickled object: weights_only loading refuses to build it."""
+
+
+def test_files_that_are_not_checkpoints(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
+        read_checkpoint(tmp_path / "missing.pt")
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointMismatch, match="not an attnbook checkpoint"):
+        read_checkpoint(tmp_path / "other.pt")
+    (tmp_path / "pickle.pt").write_bytes(pickle.dumps(_Sneaky(), protocol=2))
+    with pytest.raises(CheckpointMismatch, match="not a readable checkpoint"):
+        read_checkpoint(tmp_path / "pickle.pt")
+    with pytest.raises(TypeError, match="no dataclass `config`"):
+        save_checkpoint(tmp_path / "x.pt", torch.nn.Linear(2, 2))
+
+
+@pytest.mark.slow
+def test_a_notebook_run_by_nbclient_stores_one_clean_figure(tmp_path):
+    """Executed as `make execute` and nbval do (stdin off), training leaves one figure and no live updates."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    tests = str(Path(__file__).parent)
+    nb = new_notebook(cells=[new_code_cell(
+        "import sys, torch\n"
+        f"sys.path.insert(0, {tests!r})\n"
+        "from attnbook.notebook import setup\n"
+        "setup(threads=1)\n"
+        "from attnbook.rnn import Seq2Seq, Seq2SeqConfig\n"
+        "from attnbook.train import train, _watched_interactively\n"
+        "from toy_seq2seq import batches_of, reversal_pairs\n"
+        "pairs = reversal_pairs(64)\n"
+        "model = Seq2Seq(Seq2SeqConfig(12, 12, embed_size=8, hidden_size=8))\n"
+        "print('live:', _watched_interactively())\n"
+        "history = train(model, batches_of(pairs[:48]), batches_of(pairs[48:]), epochs=3, log_every=1)"
+    )])
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = nb.cells[0].outputs
+    kinds = [o.output_type for o in outputs]
+    assert not [o for o in outputs if o.output_type == "stream" and o.name == "stderr"], outputs
+    assert kinds.count("display_data") == 1, kinds
+    figure = next(o for o in outputs if o.output_type == "display_data")
+    assert "image/png" in figure.data and "display_id" not in figure.get("transient", {})
+    text = "".join(o.text for o in outputs if o.output_type == "stream")
+    assert text.startswith("live: False\nepoch  1/3: train loss")
+
+
+@pytest.mark.slow
+def test_a_person_running_the_notebook_sees_the_curve_update_live(tmp_path):
+    """A front end that accepts input() (JupyterLab, Colab) gets one display updated in place."""
+    from jupyter_client.manager import start_new_kernel
+
+    tests = str(Path(__file__).parent)
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {tests!r})\n"
+        "from attnbook.notebook import setup\n"
+        "setup(threads=1)\n"
+        "from attnbook.rnn import Seq2Seq, Seq2SeqConfig\n"
+        "from attnbook.train import train\n"
+        "from toy_seq2seq import batches_of, reversal_pairs\n"
+        "pairs = reversal_pairs(64)\n"
+        "model = Seq2Seq(Seq2SeqConfig(12, 12, embed_size=8, hidden_size=8))\n"
+        "history = train(model, batches_of(pairs[:48]), batches_of(pairs[48:]), epochs=3, verbose=False)"
+    )
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    messages = []
+    try:
+        reply = kc.execute_interactive(code, allow_stdin=True, timeout=120, output_hook=messages.append)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    assert reply["content"]["status"] == "ok"
+    kinds = [m["msg_type"] for m in messages if m["msg_type"] not in {"status", "execute_input"}]
+    assert kinds.count("display_data") == 1 and kinds.count("update_display_data") >= 3, kinds
+    first = next(m for m in messages if m["msg_type"] == "display_data")
+    ids = {m["content"]["transient"]["display_id"] for m in messages if m["msg_type"] == "update_display_data"}
+    assert ids == {first["content"]["transient"]["display_id"]}
