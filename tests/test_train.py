@@ -333,3 +333,29 @@ def test_a_person_running_the_notebook_sees_the_curve_update_live(tmp_path):
     first = next(m for m in messages if m["msg_type"] == "display_data")
     ids = {m["content"]["transient"]["display_id"] for m in messages if m["msg_type"] == "update_display_data"}
     assert ids == {first["content"]["transient"]["display_id"]}
+
+
+class _EpochLoader:
+    """Like attnbook.data.make_batches: each pass advances an epoch counter, set_epoch jumps."""
+
+    def __init__(self):
+        self.batch_sampler = self
+        self.epoch, self.seen = 0, []
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __iter__(self):
+        self.seen.append(self.epoch)
+        order = TRAIN[self.epoch % 2 :: 2]
+        self.epoch += 1
+        return iter(order)
+
+
+def test_a_loader_with_set_epoch_starts_each_run_at_epoch_zero():
+    loader = _EpochLoader()
+    list(loader), list(loader)  # read twice before training, e.g. to show a batch
+    first = train(_model(), loader, epochs=2, plot=False, verbose=False)
+    second = train(_model(), loader, epochs=2, plot=False, verbose=False)
+    assert loader.seen == [0, 1, 0, 1, 0, 1]
+    assert [e.train_loss for e in first.epochs] == [e.train_loss for e in second.epochs]

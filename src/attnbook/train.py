@@ -255,7 +255,8 @@ def train(
     """Train ``model`` with teacher forcing; return the :class:`History`.
 
     ``train_batches`` is re-read every epoch; pass a function ``epoch -> batches``
-    to reshuffle per epoch. Training stops after ``epochs`` epochs or once
+    to reshuffle per epoch, or a loader whose sampler has ``set_epoch`` (as
+    :func:`attnbook.data.make_batches` gives): it is set to epochs 0, 1, ... Training stops after ``epochs`` epochs or once
     ``max_seconds`` have passed (checked after every batch), whichever comes
     first, and the model is validated after every epoch, including a cut-short
     last one. The default optimizer is Adam with learning rate ``lr``; the
@@ -289,7 +290,14 @@ def train(
     figure = _LossFigure(history, title, live) if plot else None
 
     def batches_for(epoch: int) -> Iterable:
-        return train_batches(epoch) if callable(train_batches) else train_batches
+        if callable(train_batches) and not hasattr(train_batches, "__iter__"):
+            return train_batches(epoch)
+        # A loader that reshuffles per epoch (attnbook.data.make_batches) is put at this
+        # run's epoch, so that a run never depends on how often it was read before.
+        sampler = getattr(train_batches, "batch_sampler", train_batches)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch - 1)
+        return train_batches
 
     start = time.perf_counter()
     step = 0

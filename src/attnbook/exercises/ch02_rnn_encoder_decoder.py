@@ -1,0 +1,263 @@
+"""Checkers for chapter 2, *The RNN encoder–decoder* (``notebooks/02_rnn_encoder_decoder.ipynb``)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from . import Case, Checker, Mistake
+
+__all__ = ["check_padded_loss", "check_teacher_forcing_shift", "check_last_real_state", "check_trim_after_eos"]
+
+_gen = torch.Generator().manual_seed(2)
+
+
+# --- Exercise: a loss that ignores padding ---------------------------------------
+
+
+def _padded_loss(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
+    per_token = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # (B, T)
+    real = targets != pad_id
+    return (per_token * real).sum() / real.sum()
+
+
+def _loss_over_every_position(logits, targets, pad_id=0):
+    return F.cross_entropy(logits.transpose(1, 2), targets)
+
+
+def _loss_mean_of_sentence_means(logits, targets, pad_id=0):
+    per_token = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+    real = targets != pad_id
+    return ((per_token * real).sum(1) / real.sum(1)).mean()
+
+
+def _loss_summed(logits, targets, pad_id=0):
+    per_token = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+    return (per_token * (targets != pad_id)).sum()
+
+
+def _loss_pad_is_zero(logits, targets, pad_id=0):
+    per_token = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+    real = targets != 0
+    return (per_token * real).sum() / real.sum()
+
+
+check_padded_loss = Checker(
+    "padded_loss",
+    reference=_padded_loss,
+    cases=[
+        Case("one sentence, no padding", (torch.randn(1, 3, 5, generator=_gen), torch.tensor([[4, 1, 2]]))),
+        Case(
+            "two sentences of lengths 4 and 2",
+            (torch.randn(2, 4, 6, generator=_gen), torch.tensor([[3, 4, 5, 2], [5, 2, 0, 0]])),
+        ),
+        Case(
+            "three sentences of lengths 5, 1 and 3",
+            (torch.randn(3, 5, 7, generator=_gen), torch.tensor([[6, 5, 4, 3, 2], [2, 0, 0, 0, 0], [4, 4, 2, 0, 0]])),
+        ),
+        Case(
+            "padding id 1 instead of 0",
+            (torch.randn(2, 3, 5, generator=_gen), torch.tensor([[0, 4, 2], [3, 1, 1]])),
+            {"pad_id": 1},
+        ),
+    ],
+    mistakes=[
+        Mistake(
+            "padding counted",
+            "the mean runs over every position, padding included: the model is rewarded for predicting <pad> "
+            "and short sentences weigh less. Multiply the per-token losses by `targets != pad_id` and divide by "
+            "the number of real tokens.",
+            _loss_over_every_position,
+        ),
+        Mistake(
+            "mean of sentence means",
+            "averaging each sentence first, then the sentences, gives a token of a short sentence more weight than a "
+            "token of a long one; divide the sum over all real tokens of the batch by their count.",
+            _loss_mean_of_sentence_means,
+        ),
+        Mistake(
+            "sum instead of mean",
+            "the sum grows with the batch and with sentence length, so the learning rate would have to change with "
+            "them; divide by the number of real tokens.",
+            _loss_summed,
+        ),
+        Mistake(
+            "pad id hard-coded to 0",
+            "use the `pad_id` argument to find the padding, not the literal 0.",
+            _loss_pad_is_zero,
+        ),
+    ],
+)
+
+
+# --- Exercise: the teacher-forcing shift ---------------------------------------------
+
+
+def _teacher_forcing_shift(
+    targets: torch.Tensor, lengths: torch.Tensor, bos_id: int = 1, eos_id: int = 2, pad_id: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    B, n = targets.shape
+    positions = torch.arange(n + 1)[None, :]
+    padded = torch.cat([targets, torch.full((B, 1), pad_id)], dim=1)  # room for one more token
+    tgt_in = torch.cat([torch.full((B, 1), bos_id), targets], dim=1)
+    tgt_in = tgt_in.masked_fill(positions > lengths[:, None], pad_id)
+    tgt_out = padded.masked_fill(positions == lengths[:, None], eos_id).masked_fill(positions > lengths[:, None], pad_id)
+    return tgt_in, tgt_out
+
+
+def _shift_eos_at_the_very_end(targets, lengths, bos_id=1, eos_id=2, pad_id=0):
+    B = targets.shape[0]
+    tgt_in = torch.cat([torch.full((B, 1), bos_id), targets], dim=1)
+    tgt_out = torch.cat([targets, torch.full((B, 1), eos_id)], dim=1)
+    return tgt_in, tgt_out
+
+
+def _shift_not_shifted(targets, lengths, bos_id=1, eos_id=2, pad_id=0):
+    _, tgt_out = _teacher_forcing_shift(targets, lengths, bos_id, eos_id, pad_id)
+    return tgt_out.clone(), tgt_out
+
+
+def _shift_in_and_out_swapped(targets, lengths, bos_id=1, eos_id=2, pad_id=0):
+    tgt_in, tgt_out = _teacher_forcing_shift(targets, lengths, bos_id, eos_id, pad_id)
+    return tgt_out, tgt_in
+
+
+check_teacher_forcing_shift = Checker(
+    "teacher_forcing_shift",
+    reference=_teacher_forcing_shift,
+    cases=[
+        Case("one sentence of three tokens", (torch.tensor([[7, 8, 9]]), torch.tensor([3]))),
+        Case("lengths 3 and 1, padded", (torch.tensor([[7, 8, 9], [5, 0, 0]]), torch.tensor([3, 1]))),
+        Case(
+            "other special ids",
+            (torch.tensor([[7, 8], [9, 3]]), torch.tensor([1, 2])),
+            {"bos_id": 4, "eos_id": 5, "pad_id": 3},
+        ),
+    ],
+    mistakes=[
+        Mistake(
+            "<eos> after the padding",
+            "<eos> belongs right after each sentence's last real token (position `lengths[b]` of tgt_out), "
+            "not at the end of the padded row; and tgt_in must be padded where tgt_out is.",
+            _shift_eos_at_the_very_end,
+        ),
+        Mistake(
+            "no shift",
+            "the decoder input must start with <bos> and be the target moved one step right: at step t the decoder "
+            "reads y_(t-1) and must predict y_t. If input and output are the same, it only learns to copy.",
+            _shift_not_shifted,
+        ),
+        Mistake(
+            "input and output swapped",
+            "return (tgt_in, tgt_out): tgt_in starts with <bos>, tgt_out ends with <eos>.",
+            _shift_in_and_out_swapped,
+        ),
+    ],
+)
+
+
+# --- Exercise: the encoder's state after the last real token -------------------------
+
+
+def _last_real_state(outputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    index = (lengths - 1)[:, None, None].expand(-1, 1, outputs.shape[-1])  # (B, 1, H)
+    return outputs.gather(1, index).squeeze(1)
+
+
+def _last_position(outputs, lengths):
+    return outputs[:, -1]
+
+
+def _one_past_the_end(outputs, lengths):
+    return outputs[torch.arange(outputs.shape[0]), lengths.clamp(max=outputs.shape[1] - 1)]
+
+
+def _first_position(outputs, lengths):
+    return outputs[:, 0]
+
+
+check_last_real_state = Checker(
+    "last_real_state",
+    reference=_last_real_state,
+    cases=[
+        Case("one sentence without padding (B=1, S=3, H=2)", (torch.randn(1, 3, 2, generator=_gen), torch.tensor([3]))),
+        Case(
+            "lengths 2, 4, 1 in a batch padded to 5",
+            (torch.randn(3, 5, 4, generator=_gen), torch.tensor([2, 4, 1])),
+        ),
+    ],
+    mistakes=[
+        Mistake(
+            "last padded position",
+            "outputs[:, -1] is the state after the padding for every sentence shorter than the batch; take position "
+            "lengths[b] - 1 of each sentence (torch.gather, or indexing with torch.arange(B) and lengths - 1).",
+            _last_position,
+        ),
+        Mistake(
+            "one past the end",
+            "positions count from 0: the last real token of a sentence of length n is at position n - 1.",
+            _one_past_the_end,
+        ),
+        Mistake(
+            "first position",
+            "the state after the whole sentence is at its last real token, not at position 0.",
+            _first_position,
+        ),
+    ],
+)
+
+
+# --- Exercise: greedy decoding's stop rule ---------------------------------------------
+
+
+def _trim_after_eos(ids: torch.Tensor, eos_id: int = 2, pad_id: int = 0) -> torch.Tensor:
+    is_eos = ids == eos_id
+    seen_before = (is_eos.cumsum(dim=1) - is_eos.long()) > 0  # an <eos> came strictly earlier
+    return ids.masked_fill(seen_before, pad_id)
+
+
+def _trim_drops_eos(ids, eos_id=2, pad_id=0):
+    return ids.masked_fill((ids == eos_id).cumsum(dim=1) > 0, pad_id)
+
+
+def _trim_at_last_eos(ids, eos_id=2, pad_id=0):
+    is_eos = (ids == eos_id).long()
+    after_last = is_eos.flip(1).cumsum(1).flip(1) == 0
+    has_eos = is_eos.any(dim=1, keepdim=True)
+    return ids.masked_fill(after_last & has_eos, pad_id)
+
+
+def _trim_with_argmax(ids, eos_id=2, pad_id=0):
+    first = (ids == eos_id).long().argmax(dim=1)  # 0 when there is no <eos>
+    positions = torch.arange(ids.shape[1])[None, :]
+    return ids.masked_fill(positions > first[:, None], pad_id)
+
+
+check_trim_after_eos = Checker(
+    "trim_after_eos",
+    reference=_trim_after_eos,
+    cases=[
+        Case("one <eos> in the middle", (torch.tensor([[5, 6, 2, 7, 8]]),)),
+        Case("a sentence that never ends", (torch.tensor([[5, 6, 2, 7], [4, 4, 4, 4]]),)),
+        Case("two <eos> in one row", (torch.tensor([[5, 2, 6, 2, 7]]),)),
+        Case("other ids", (torch.tensor([[9, 3, 9, 9], [3, 9, 9, 3]]),), {"eos_id": 3, "pad_id": 1}),
+    ],
+    mistakes=[
+        Mistake(
+            "<eos> removed",
+            "keep the <eos> itself (it tells the reader the sentence ended); pad only what comes after it.",
+            _trim_drops_eos,
+        ),
+        Mistake(
+            "no <eos> means cut at 0",
+            "argmax of `ids == eos_id` is 0 when a row has no <eos>, which cuts that row after its first token; "
+            "a row without <eos> must be kept whole (it was cut by max_len).",
+            _trim_with_argmax,
+        ),
+        Mistake(
+            "cut at the last <eos>",
+            "decoding stops at the FIRST <eos>: everything after it is padding, including later <eos> tokens.",
+            _trim_at_last_eos,
+        ),
+    ],
+)
