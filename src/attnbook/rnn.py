@@ -166,8 +166,9 @@ class PlainDecoder(nn.Module):
 
     The context ``c`` (the encoder's final top-layer state) is concatenated to
     the embedding of the previous token at every step, and the encoder's final
-    state is the decoder's initial state. With teacher forcing the whole target
-    runs through the GRU in one call.
+    state is the decoder's initial state. The output layer reads the new state
+    and the context, ``[s_t; c]``, as in Cho et al. (2014). With teacher
+    forcing the whole target runs through the GRU in one call.
     """
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int = 1, dropout: float = 0.0, pad_id: int = 0) -> None:
@@ -176,7 +177,7 @@ class PlainDecoder(nn.Module):
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
         self.dropout = nn.Dropout(dropout)
         self.rnn = nn.GRU(embed_size + hidden_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0)
-        self.output = nn.Linear(hidden_size, vocab_size)
+        self.output = nn.Linear(2 * hidden_size, vocab_size)  # reads [s_t; c]
 
     def init_state(self, enc_outputs: torch.Tensor, enc_state: torch.Tensor, src_mask: torch.Tensor | None) -> DecoderState:
         return DecoderState(hidden=enc_state, context=enc_state[-1])
@@ -187,7 +188,7 @@ class PlainDecoder(nn.Module):
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         context = state.context[:, None, :].expand(-1, tgt_in.shape[1], -1)  # (B, T, H): the same c at every step
         outputs, hidden = self.rnn(torch.cat([embedded, context], dim=-1), state.hidden)
-        return self.output(outputs), replace(state, hidden=hidden)
+        return self.output(torch.cat([outputs, context], dim=-1)), replace(state, hidden=hidden)
 
 
 class AttentionDecoder(nn.Module):
@@ -196,8 +197,10 @@ class AttentionDecoder(nn.Module):
     At step ``t`` the query is the top layer's state ``s_{t-1}``; additive
     attention over the encoder outputs (keys and values alike, padding masked)
     gives the context ``c_t``, which is concatenated to the embedding of the
-    previous token. The steps run one after another, even with teacher forcing,
-    because each query depends on the state the previous step produced.
+    previous token; the output layer reads ``[s_t; c_t]``. The steps run one
+    after another, even with teacher forcing, because each query depends on the
+    state the previous step produced. Apart from where the context comes from,
+    the two decoders are the same, so that comparing them measures attention.
     """
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int = 1, dropout: float = 0.0, pad_id: int = 0) -> None:
@@ -207,7 +210,7 @@ class AttentionDecoder(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.attention = AdditiveAttention(hidden_size, hidden_size, hidden_size)
         self.rnn = nn.GRU(embed_size + hidden_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0)
-        self.output = nn.Linear(hidden_size, vocab_size)
+        self.output = nn.Linear(2 * hidden_size, vocab_size)  # reads [s_t; c_t]
 
     def init_state(self, enc_outputs: torch.Tensor, enc_state: torch.Tensor, src_mask: torch.Tensor | None) -> DecoderState:
         return DecoderState(
@@ -227,7 +230,7 @@ class AttentionDecoder(nn.Module):
             context, w = self.attention(query, state.memory, state.memory, state.memory_mask, projected_keys=state.projected_keys)
             step_in = torch.cat([embedded[:, t : t + 1], context], dim=-1)  # (B, 1, E + H)
             out, hidden = self.rnn(step_in, hidden)
-            outputs.append(out)
+            outputs.append(torch.cat([out, context], dim=-1))  # (B, 1, 2H)
             weights.append(w)
         weights = torch.cat(weights, dim=1)  # (B, T, S)
         logits = self.output(torch.cat(outputs, dim=1))
