@@ -166,7 +166,7 @@ def split_pairs(pairs: Sequence[Pair], splits: tuple[float, float, float] = (0.8
 class NP:
     """A noun phrase: determiner, adjectives, noun, and optional modifiers."""
 
-    __slots__ = ("noun", "plural", "det", "det_word", "pre", "post", "very", "pp", "rel", "possessor", "depth", "bare_ok")
+    __slots__ = ("noun", "plural", "det", "det_word", "pre", "post", "very", "pp", "rel", "possessor", "depth", "avoid")
 
     def __init__(self, noun: Noun, plural: bool, det: str, det_word: str | None, depth: int) -> None:
         self.noun = noun
@@ -180,7 +180,7 @@ class NP:
         self.rel: Rel | None = None
         self.possessor: NP | None = None
         self.depth = depth
-        self.bare_ok = False
+        self.avoid: Adjective | None = None  # the predicate of its copula: not "the big roads are big"
 
     @property
     def gender(self) -> str:
@@ -766,6 +766,8 @@ class _Builder:
         locatives = [p for p in self.lex.locatives if p.tags & _ANY_PLACE] if tags & frozenset({"person", "animal", "thing", "vehicle", "food"}) else []
         if adjectives and (not locatives or rng.random() < 0.7):
             clause.pred = AdjP(rng.choice(adjectives))
+            if isinstance(head, NP):
+                head.avoid = clause.pred.adj
         else:
             prep = rng.choice(locatives)
             clause.pred = PP(prep, self.new_np(prep.tags, depth + 1))
@@ -812,20 +814,20 @@ class _Builder:
         choices = self.lex.pre_adjs[np.noun]
         if np.pre is not None or not choices:
             return 0
-        np.pre = self.rng.choice(choices)
-        if np.rel is not None and isinstance(np.rel.clause.pred, AdjP) and np.rel.clause.pred.adj is np.pre:
-            np.pre = None  # not "the quiet bakery that is quiet"
+        choice = self.rng.choice(choices)
+        if choice is np.avoid:  # not "the quiet bakery that is quiet"
             return 0
+        np.pre = choice
         return 1
 
     def _op_post(self, np: NP, room: int) -> int:
         choices = self.lex.post_adjs[np.noun]
         if np.post is not None or not choices:
             return 0
-        np.post = self.rng.choice(choices)
-        if np.rel is not None and isinstance(np.rel.clause.pred, AdjP) and np.rel.clause.pred.adj is np.post:
-            np.post = None
+        choice = self.rng.choice(choices)
+        if choice is np.avoid:
             return 0
+        np.post = choice
         return 1
 
     def _op_very(self, np: NP, room: int) -> int:
@@ -1026,12 +1028,13 @@ def generate_pairs(
     seen_src: set[str] = set()
     seen_tgt: set[str] = set()
     pairs: list[Pair] = []
-    attempts, budget = 0, 60 * n_pairs + 2000
+    attempts, budget, stalled = 0, 60 * n_pairs + 2000, 0
     while len(pairs) < n_pairs:
         target = lengths[_bisect(cumulative, rng.random() * total)]
         for _ in range(6):
             attempts += 1
-            if attempts > budget:
+            stalled += 1
+            if attempts > budget or stalled > 3000:  # the lengths asked for have run out of new sentences
                 raise ValueError(
                     f"could only generate {len(pairs)} distinct pairs of {min_len} to {max_len} tokens "
                     f"(asked for {n_pairs}): ask for fewer pairs or allow more lengths"
@@ -1051,6 +1054,7 @@ def generate_pairs(
             pair.__dict__["_src_tok"] = tuple(en)  # the tokens we built; tokenize(src) gives them back
             pair.__dict__["_tgt_tok"] = tuple(fr)
             pairs.append(pair)
+            stalled = 0
             break
     return pairs
 
