@@ -57,8 +57,16 @@ def test_reads_two_columns_bom_crlf_and_any_language(tmp_path):
     assert [p.src for p in pairs] == ["Hi.", "I'm fine."]
     assert pairs[0].tgt_tokens == ["嗨", "。"] and pairs[1].tgt_tokens == ["我", "很", "好", "。"]
     assert pairs[0].src_lang == "en" and pairs[0].tgt_lang == "zh" and pairs.skipped == 0
-    utf16 = "Hallo.\tSalut.\n".encode("utf-16")  # with its byte-order mark
-    assert read_anki_pairs(write(tmp_path, "deu.txt", utf16), "de", "fr")[0].tgt == "Salut."
+    for encoding in ("utf-16", "utf-16-le", "utf-16-be"):  # with a byte-order mark, in both byte orders
+        data = "Hallo.\tSalut.\nNein.\tNon.\n".encode(encoding)
+        if encoding != "utf-16":
+            data = "\ufeff".encode(encoding) + data
+        pairs = read_anki_pairs(write(tmp_path, "deu.txt", data), "de", "fr")
+        assert [p.tgt for p in pairs] == ["Salut.", "Non."] and pairs.skipped == 0 and pairs.n_lines == 2
+    odd = read_anki_pairs(write(tmp_path, "odd.txt", "It\u2028works.\tÇa\x0cmarche.\n".encode()))
+    assert len(odd) == 1 and odd[0].src_tokens == ["it", "works", "."]  # unusual separators do not split a line
+    old_mac = read_anki_pairs(write(tmp_path, "mac.txt", b"Hi.\tSalut.\rBye.\tAu revoir.\r"))
+    assert [p.src for p in old_mac] == ["Hi.", "Bye."] and old_mac.skipped == 0
     reverse = read_anki_pairs(write(tmp_path, "fra2.txt", FRA.encode()), "en", "fr", reverse=True)
     assert reverse[2].src == "Je suis à la maison." and reverse[2].src_lang == "fr" and reverse[2].tgt_lang == "en"
     assert len(read_anki_pairs(write(tmp_path, "fra3.txt", FRA.encode()), max_pairs=2)) == 2

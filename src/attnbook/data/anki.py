@@ -102,12 +102,20 @@ def _decoded_lines(raw: bytes) -> Iterator[str | None]:
     """Lines of a file as text, ``None`` for a line that is not valid text."""
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 with its byte-order mark
         text = raw.decode("utf-16", errors="replace")
-        for line in text.splitlines():
+        newline = "\n" if "\n" in text else "\r"
+        lines = text.split(newline)
+        if lines and lines[-1] == "":
+            lines.pop()  # the newline at the end of the last line
+        for line in lines:
             yield None if "\ufffd" in line else line
         return
     if raw.startswith(b"\xef\xbb\xbf"):  # the UTF-8 byte-order mark
         raw = raw[3:]
-    for line in raw.split(b"\n"):
+    newline = b"\n" if b"\n" in raw else b"\r"  # old Mac files end their lines with \r alone
+    lines = raw.split(newline)
+    if lines and lines[-1] == b"":
+        lines.pop()  # the newline at the end of the last line
+    for line in lines:
         try:
             yield line.decode("utf-8")
         except UnicodeDecodeError:
@@ -141,8 +149,6 @@ def read_anki_pairs(
         raise ValueError(f"max_pairs must be >= 1 or None, got {max_pairs}")
     result = AnkiPairs([], str(path))
     raw = path.read_bytes()
-    if raw.endswith(b"\n"):
-        raw = raw[:-1]  # the last line's newline does not start another line
     for number, line in enumerate(_decoded_lines(raw) if raw else (), start=1):
         result.n_lines = number
         if line is None:

@@ -605,10 +605,6 @@ _MAX_DEPTH = 2  # how deep noun phrases nest inside prepositional phrases and re
 _MAX_CLAUSES = 3
 
 
-def _matching(items, tags: frozenset[str], attr: str = "tags") -> list:
-    return [x for x in items if getattr(x, attr) & tags]
-
-
 class _Lexicon:
     """Lookup tables computed once: which words go with which."""
 
@@ -622,7 +618,6 @@ class _Lexicon:
         self.verbs_for_subject = {n: [v for v in lx.VERBS if v.subj & n.tags] for n in lx.NOUNS}
         self.verbs_for_object = {n: [v for v in lx.VERBS if v.kind == "tr" and v.obj & n.tags] for n in lx.NOUNS}
         self.person_verbs = [v for v in lx.VERBS if "person" in v.subj or "animate" in v.subj]
-        self.place_preps = {n: [p for p in lx.PREPOSITIONS if p.tags & n.tags] for n in lx.NOUNS}
         self.locatives = lx.PREPOSITIONS
         self.companions = lx.COMPANION_PREPOSITIONS
 

@@ -11,7 +11,7 @@ prepositions say which tags they accept, which keeps the sentences sensible
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = [
     "Noun",
