@@ -48,3 +48,17 @@ def test_show_source_text_is_the_source():
     assert shown.data.startswith("def causal_mask(")
     with pytest.raises(TypeError, match="cannot show the source"):
         source_of(42)
+
+
+def test_setup_pins_cpu_kernels_when_it_runs_before_torch():
+    import subprocess
+    import sys
+
+    code = (
+        "from attnbook.notebook import setup, PINNED_CPU_KERNELS; import os; setup(figures=False); "
+        "import torch; print(all(os.environ[k] == v for k, v in PINNED_CPU_KERNELS.items()), torch.backends.cpu.get_cpu_capability())"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")}
+    pinned, capability = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.split()
+    assert pinned == "True"
+    assert capability != "AVX512", "setup() must cap PyTorch's CPU kernels below AVX-512"

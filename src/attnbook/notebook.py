@@ -22,6 +22,11 @@ __all__ = ["Setup", "in_colab", "setup", "show_source", "source_of"]
 #: Threads used everywhere unless asked otherwise: Colab's free tier and CI have 2 cores.
 DEFAULT_THREADS = 2
 
+#: CPU kernels capped at AVX2 (PyTorch's own, oneDNN's and MKL's), so that machines with and
+#: without AVX-512 take the same code paths and print the same numbers. Effective only when set
+#: before torch is first imported, which is why setup() is the first call of every notebook.
+PINNED_CPU_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}
+
 
 def in_colab() -> bool:
     """True when running inside Google Colab."""
@@ -69,6 +74,10 @@ def setup(seed: int = 0, threads: int = DEFAULT_THREADS, device: str | None = No
     variable ``ATTNBOOK_DEVICE``); ``"auto"`` takes a GPU when there is one.
     The CPU is the default so that the stored outputs are reproduced exactly.
     """
+    if "torch" not in sys.modules:
+        for key, value in PINNED_CPU_KERNELS.items():
+            os.environ.setdefault(key, value)
+
     import numpy as np
     import torch
 

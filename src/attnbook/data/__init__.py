@@ -1,0 +1,35 @@
+"""Chapter 1, sequence-to-sequence data: the corpus, tokens, vocabularies and batches.
+
+- :mod:`attnbook.data.text`     tokenize / detokenize, the :class:`Vocab` and its reserved tokens
+- :mod:`attnbook.data.lexicon`  the words of the generated corpus and what they go with
+- :mod:`attnbook.data.corpus`   the English→French grammar, :class:`Pair`, :class:`Corpus`, :func:`load_corpus`
+- :mod:`attnbook.data.anki`     real Tatoeba pairs: :func:`read_anki_pairs`, :func:`download_fra_eng`
+- :mod:`attnbook.data.batches`  padded batches with masks for teacher forcing: :func:`make_batches`
+
+Every name below is importable from ``attnbook.data`` directly.
+"""
+
+from .anki import (
+    FRA_ENG_SHA1,
+    FRA_ENG_URL,
+    AnkiPairs,
+    ChecksumError,
+    DownloadError,
+    corpus_from_pairs,
+    default_cache_dir,
+    download,
+    download_fra_eng,
+    extract_zip,
+    read_anki_pairs,
+)
+from .batches import Batch, BucketBatchSampler, PairDataset, collate, make_batches
+from .corpus import Corpus, Pair, alignment_matrix, generate_pairs, load_corpus, split_pairs
+from .text import BOS, EOS, LANGUAGES, PAD, SPECIALS, UNK, Vocab, detokenize, language, tokenize
+
+__all__ = [
+    "PAD", "BOS", "EOS", "UNK", "SPECIALS", "LANGUAGES", "language", "tokenize", "detokenize", "Vocab",
+    "Pair", "Corpus", "generate_pairs", "load_corpus", "split_pairs", "alignment_matrix",
+    "Batch", "PairDataset", "BucketBatchSampler", "collate", "make_batches",
+    "AnkiPairs", "ChecksumError", "DownloadError", "read_anki_pairs", "corpus_from_pairs",
+    "FRA_ENG_URL", "FRA_ENG_SHA1", "default_cache_dir", "download", "extract_zip", "download_fra_eng",
+]  # fmt: skip

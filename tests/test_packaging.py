@@ -1,0 +1,24 @@
+"""The library installs as a package (Colab installs it from the repository): every module is in the wheel."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from conftest import ROOT
+
+
+@pytest.mark.slow
+def test_wheel_contains_every_module(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("attnbook-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    modules = {p.relative_to(ROOT / "src").as_posix() for p in (ROOT / "src" / "attnbook").rglob("*.py")}
+    assert modules and modules <= names, f"missing from the wheel: {sorted(modules - names)}"
