@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from attnbook.decode import cut_at_eos, greedy_decode, ids_to_text, ids_to_tokens
+from attnbook.decode import cut_at_eos, greedy_decode, ids_to_text, ids_to_tokens, translate
 from attnbook.rnn import Seq2Seq, Seq2SeqConfig
 from attnbook.train import train
 from toy_seq2seq import BOS, EOS, PAD, ToyVocab, batches_of, make_batch, one_thread, reversal_pairs  # noqa: F401 (fixture)
@@ -99,9 +99,44 @@ def test_ids_back_to_tokens_and_text():
     ids = torch.tensor([[4, 5, 6, 7, EOS, PAD], [5, 3, EOS, 6, 6, 6], [4, 4, 4, 4, 4, 4]])
     assert ids_to_tokens(ids, vocab) == [["le", "chat", "dort", "."], ["chat"], ["le"] * 6]
     assert ids_to_text(ids[:1], vocab) == ["le chat dort ."]
-    assert ids_to_text(ids[:1], vocab, detokenize=lambda toks: "".join(toks)) == ["lechatdort."]
+    assert ids_to_text(ids[:1], vocab, lang="fr") == ["Le chat dort."]
     assert cut_at_eos([4, EOS, 5]) == [4] and cut_at_eos(torch.tensor([4, 5])) == [4, 5]
     with pytest.raises(IndexError, match="index 8 is outside the vocabulary of size 8"):
         ids_to_tokens(torch.tensor([[4, 8]]), vocab)
     with pytest.raises(ValueError, match=r"shape \(B, L\)"):
         ids_to_tokens(torch.tensor([4, 5]), vocab)
+
+
+def _corpus_model(attention=True):
+    from attnbook.data import load_corpus
+
+    corpus = load_corpus(n_pairs=200, seed=0, max_len=12)
+    torch.manual_seed(0)
+    config = Seq2SeqConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), embed_size=8, hidden_size=16, attention=attention)
+    return corpus, Seq2Seq(config).eval()
+
+
+def test_translate_equals_greedy_decoding_and_ignores_the_batch_size():
+    corpus, model = _corpus_model()
+    sources = [p.src_tokens for p in corpus.test]
+    one_batch = translate(model, sources, corpus.src_vocab, corpus.tgt_vocab, max_len=6)
+    small_batches = translate(model, sources, corpus.src_vocab, corpus.tgt_vocab, max_len=6, batch_size=3)
+    assert one_batch == small_batches and len(one_batch) == len(sources)
+    first = torch.tensor([corpus.src_vocab.encode(sources[0])])
+    alone = greedy_decode(model, first, max_len=6)
+    assert one_batch[0] == ids_to_tokens(alone.tokens, corpus.tgt_vocab)[0]
+    assert all(len(t) <= 6 for t in one_batch)
+    unknown = translate(model, [["zzz", "qqq"]], corpus.src_vocab, corpus.tgt_vocab, max_len=3)  # <unk> ids, no crash
+    assert len(unknown) == 1
+
+
+def test_translate_errors():
+    corpus, model = _corpus_model(attention=False)
+    with pytest.raises(TypeError, match="tokenized sentences"):
+        translate(model, ["the cat ."], corpus.src_vocab, corpus.tgt_vocab)
+    with pytest.raises(ValueError, match="empty sentence"):
+        translate(model, [[]], corpus.src_vocab, corpus.tgt_vocab)
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        translate(model, [["the"]], corpus.src_vocab, corpus.tgt_vocab, batch_size=0)
+    with pytest.raises(ValueError, match="max_len must be an int >= 1"):
+        translate(model, [["the"]], corpus.src_vocab, corpus.tgt_vocab, max_len=-1)

@@ -13,12 +13,12 @@ sentence alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
 from torch import nn
 
-__all__ = ["Decoded", "greedy_decode", "cut_at_eos", "ids_to_tokens", "ids_to_text"]
+__all__ = ["Decoded", "greedy_decode", "cut_at_eos", "ids_to_tokens", "ids_to_text", "translate"]
 
 
 @dataclass
@@ -101,7 +101,54 @@ def ids_to_tokens(ids: torch.Tensor | Sequence[Sequence[int]], vocab) -> list[li
     return result
 
 
-def ids_to_text(ids: torch.Tensor | Sequence[Sequence[int]], vocab, detokenize: Callable[[list[str]], str] | None = None) -> list[str]:
-    """Like :func:`ids_to_tokens`, joined into strings (with ``detokenize``, or with spaces)."""
-    join = detokenize or " ".join
-    return [join(tokens) for tokens in ids_to_tokens(ids, vocab)]
+def ids_to_text(ids: torch.Tensor | Sequence[Sequence[int]], vocab, lang: str | None = None) -> list[str]:
+    """Like :func:`ids_to_tokens`, as text: detokenized for ``lang`` (``"fr"``, ...), or joined with spaces."""
+    rows = ids_to_tokens(ids, vocab)
+    if lang is None:
+        return [" ".join(tokens) for tokens in rows]
+    from .data import detokenize
+
+    return [detokenize(tokens, lang) for tokens in rows]
+
+
+def translate(
+    model: nn.Module,
+    sources: Sequence[Sequence[str]],
+    src_vocab,
+    tgt_vocab,
+    *,
+    max_len: int | None = None,
+    batch_size: int = 128,
+) -> list[list[str]]:
+    """Translate tokenized ``sources`` greedily, in batches; return the target token lists, in order.
+
+    Each batch is decoded for at most ``max_len`` tokens, by default twice its
+    longest source plus 5. Because decoding a padded batch equals decoding each
+    sentence alone, the batch size changes the speed, never the result.
+    """
+    from .masks import padding_mask
+
+    if isinstance(sources, str) or any(isinstance(s, str) for s in sources):
+        raise TypeError("translate expects tokenized sentences (lists of tokens), not strings; call tokenize first")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if any(len(s) == 0 for s in sources):
+        raise ValueError("cannot translate an empty sentence")
+    device = next(model.parameters()).device
+    result: list[list[str]] = []
+    for start in range(0, len(sources), batch_size):
+        ids = [src_vocab.encode(list(s)) for s in sources[start : start + batch_size]]
+        lengths = torch.tensor([len(x) for x in ids])
+        longest = int(lengths.max())
+        src = torch.tensor([x + [src_vocab.pad_id] * (longest - len(x)) for x in ids], device=device)
+        out = greedy_decode(
+            model,
+            src,
+            padding_mask(lengths, longest).to(device),
+            max_len=max_len or 2 * longest + 5,
+            bos_id=tgt_vocab.bos_id,
+            eos_id=tgt_vocab.eos_id,
+            pad_id=tgt_vocab.pad_id,
+        )
+        result.extend(ids_to_tokens(out.tokens.cpu(), tgt_vocab))
+    return result

@@ -34,6 +34,8 @@ __all__ = [
     "corpus_bleu",
     "sacrebleu_bleu",
     "d2l_bleu",
+    "BucketScore",
+    "bleu_by_length",
 ]
 
 Tokens = Union[str, Sequence[str]]
@@ -209,3 +211,46 @@ def d2l_bleu(hypothesis: Tokens, reference: Tokens, k: int = 2) -> float:
         matches, total = clipped_matches(hyp, [ref], n)
         score *= (matches / total) ** (0.5**n)
     return score
+
+
+# --- Chapters 2 and 3: BLEU per length bucket -----------------------------------------
+
+
+@dataclass(frozen=True)
+class BucketScore:
+    """Corpus BLEU of the ``count`` test sentences whose length is in ``low .. high``."""
+
+    low: int
+    high: int
+    count: int
+    bleu: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.low}–{self.high}"
+
+
+def bleu_by_length(
+    hypotheses: Sequence[Tokens], references: Sequence[Tokens], lengths: Sequence[int], edges: Sequence[int]
+) -> list[BucketScore]:
+    """sacreBLEU corpus BLEU within each length bucket, to see how quality falls with length.
+
+    ``lengths[i]`` is the length that sorts sentence ``i`` into a bucket
+    (usually its source length); ``edges`` are the buckets' inclusive upper
+    bounds, increasing: ``[8, 16, 25]`` gives the buckets 1–8, 9–16 and 17–25.
+    An empty bucket scores NaN.
+    """
+    if not len(hypotheses) == len(references) == len(lengths):
+        raise ValueError(f"got {len(hypotheses)} hypotheses, {len(references)} references and {len(lengths)} lengths; they must match")
+    edges = list(edges)
+    if not edges or any(b <= a for a, b in zip(edges, edges[1:])) or edges[0] < 1:
+        raise ValueError(f"edges must be increasing positive upper bounds, got {edges}")
+    if lengths and max(lengths) > edges[-1]:
+        raise ValueError(f"a sentence of length {max(lengths)} is longer than the last edge {edges[-1]}")
+    scores, low = [], 1
+    for high in edges:
+        members = [i for i, n in enumerate(lengths) if low <= n <= high]
+        bleu = sacrebleu_bleu([hypotheses[i] for i in members], [references[i] for i in members]) if members else math.nan
+        scores.append(BucketScore(low, high, len(members), bleu))
+        low = high + 1
+    return scores

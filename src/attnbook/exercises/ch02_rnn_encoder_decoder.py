@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from . import Case, Checker, Mistake
 
-__all__ = ["check_padded_loss", "check_teacher_forcing_shift", "check_last_real_state", "check_trim_after_eos"]
+__all__ = ["check_padded_loss", "check_gru_step", "check_last_real_state", "check_trim_after_eos"]
 
 _gen = torch.Generator().manual_seed(2)
 
@@ -90,67 +90,77 @@ check_padded_loss = Checker(
 )
 
 
-# --- Exercise: the teacher-forcing shift ---------------------------------------------
+# --- Exercise: one GRU step by hand -------------------------------------------------
 
 
-def _teacher_forcing_shift(
-    targets: torch.Tensor, lengths: torch.Tensor, bos_id: int = 1, eos_id: int = 2, pad_id: int = 0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    B, n = targets.shape
-    positions = torch.arange(n + 1)[None, :]
-    padded = torch.cat([targets, torch.full((B, 1), pad_id)], dim=1)  # room for one more token
-    tgt_in = torch.cat([torch.full((B, 1), bos_id), targets], dim=1)
-    tgt_in = tgt_in.masked_fill(positions > lengths[:, None], pad_id)
-    tgt_out = padded.masked_fill(positions == lengths[:, None], eos_id).masked_fill(positions > lengths[:, None], pad_id)
-    return tgt_in, tgt_out
+def _gru_step(x, h, W_ih, W_hh, b_ih, b_hh):
+    """PyTorch's GRU cell: gates in the order reset, update, candidate."""
+    i_r, i_z, i_n = (x @ W_ih.T + b_ih).chunk(3, dim=-1)
+    h_r, h_z, h_n = (h @ W_hh.T + b_hh).chunk(3, dim=-1)
+    r = torch.sigmoid(i_r + h_r)
+    z = torch.sigmoid(i_z + h_z)
+    n = torch.tanh(i_n + r * h_n)
+    return (1 - z) * n + z * h
 
 
-def _shift_eos_at_the_very_end(targets, lengths, bos_id=1, eos_id=2, pad_id=0):
-    B = targets.shape[0]
-    tgt_in = torch.cat([torch.full((B, 1), bos_id), targets], dim=1)
-    tgt_out = torch.cat([targets, torch.full((B, 1), eos_id)], dim=1)
-    return tgt_in, tgt_out
+def _gru_update_flipped(x, h, W_ih, W_hh, b_ih, b_hh):
+    i_r, i_z, i_n = (x @ W_ih.T + b_ih).chunk(3, dim=-1)
+    h_r, h_z, h_n = (h @ W_hh.T + b_hh).chunk(3, dim=-1)
+    r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+    return z * torch.tanh(i_n + r * h_n) + (1 - z) * h
 
 
-def _shift_not_shifted(targets, lengths, bos_id=1, eos_id=2, pad_id=0):
-    _, tgt_out = _teacher_forcing_shift(targets, lengths, bos_id, eos_id, pad_id)
-    return tgt_out.clone(), tgt_out
+def _gru_reset_before_bias(x, h, W_ih, W_hh, b_ih, b_hh):
+    H = h.shape[-1]
+    i_r, i_z, i_n = (x @ W_ih.T + b_ih).chunk(3, dim=-1)
+    h_r, h_z, _ = (h @ W_hh.T + b_hh).chunk(3, dim=-1)
+    r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+    n = torch.tanh(i_n + r * (h @ W_hh[2 * H :].T) + b_hh[2 * H :])
+    return (1 - z) * n + z * h
 
 
-def _shift_in_and_out_swapped(targets, lengths, bos_id=1, eos_id=2, pad_id=0):
-    tgt_in, tgt_out = _teacher_forcing_shift(targets, lengths, bos_id, eos_id, pad_id)
-    return tgt_out, tgt_in
+def _gru_gates_swapped(x, h, W_ih, W_hh, b_ih, b_hh):
+    i_z, i_r, i_n = (x @ W_ih.T + b_ih).chunk(3, dim=-1)
+    h_z, h_r, h_n = (h @ W_hh.T + b_hh).chunk(3, dim=-1)
+    r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+    return (1 - z) * torch.tanh(i_n + r * h_n) + z * h
 
 
-check_teacher_forcing_shift = Checker(
-    "teacher_forcing_shift",
-    reference=_teacher_forcing_shift,
+def _gru_case(B, E, H):
+    return (
+        torch.randn(B, E, generator=_gen),
+        torch.randn(B, H, generator=_gen),
+        torch.randn(3 * H, E, generator=_gen),
+        torch.randn(3 * H, H, generator=_gen),
+        torch.randn(3 * H, generator=_gen),
+        torch.randn(3 * H, generator=_gen),
+    )
+
+
+check_gru_step = Checker(
+    "gru_step",
+    reference=_gru_step,
     cases=[
-        Case("one sentence of three tokens", (torch.tensor([[7, 8, 9]]), torch.tensor([3]))),
-        Case("lengths 3 and 1, padded", (torch.tensor([[7, 8, 9], [5, 0, 0]]), torch.tensor([3, 1]))),
-        Case(
-            "other special ids",
-            (torch.tensor([[7, 8], [9, 3]]), torch.tensor([1, 2])),
-            {"bos_id": 4, "eos_id": 5, "pad_id": 3},
-        ),
+        Case("one sentence, E=3, H=2", _gru_case(1, 3, 2)),
+        Case("a batch of 4, E=5, H=3", _gru_case(4, 5, 3)),
     ],
     mistakes=[
         Mistake(
-            "<eos> after the padding",
-            "<eos> belongs right after each sentence's last real token (position `lengths[b]` of tgt_out), "
-            "not at the end of the padded row; and tgt_in must be padded where tgt_out is.",
-            _shift_eos_at_the_very_end,
+            "update gate flipped",
+            "in PyTorch's convention z close to 1 KEEPS the old state: h' = (1 - z) * n + z * h. "
+            "(Cho et al. 2014 write it the other way round; both are GRUs, but only one equals nn.GRU.)",
+            _gru_update_flipped,
         ),
         Mistake(
-            "no shift",
-            "the decoder input must start with <bos> and be the target moved one step right: at step t the decoder "
-            "reads y_(t-1) and must predict y_t. If input and output are the same, it only learns to copy.",
-            _shift_not_shifted,
+            "reset gate outside the bias",
+            "the reset gate multiplies the whole hidden part of the candidate, bias included: "
+            "n = tanh(W_in x + b_in + r * (W_hn h + b_hn)).",
+            _gru_reset_before_bias,
         ),
         Mistake(
-            "input and output swapped",
-            "return (tgt_in, tgt_out): tgt_in starts with <bos>, tgt_out ends with <eos>.",
-            _shift_in_and_out_swapped,
+            "gates in the wrong order",
+            "nn.GRU stacks its three blocks of rows as reset, update, candidate (r, z, n): chunk in that order.",
+            _gru_gates_swapped,
         ),
     ],
 )
