@@ -225,30 +225,38 @@ check_dot_product_attention = Checker(
 )
 
 
-# --- Exercise: how often does attention point at the aligned word? -------------------------
+# --- Exercise: how often does attention point at an aligned word? ---------------------
 
 
-def _alignment_accuracy(weights: torch.Tensor, aligned: torch.Tensor) -> float:
-    has_link = aligned >= 0  # (B, T); -1 = no aligned source word, or padding
-    hits = (weights.argmax(dim=-1) == aligned) & has_link
-    return hits.sum().item() / has_link.sum().item()
+def _alignment_accuracy(weights: torch.Tensor, links: torch.Tensor) -> float:
+    strongest = weights.argmax(dim=-1, keepdim=True)  # (B, T, 1): the source position each target word attends to most
+    hit = links.gather(-1, strongest).squeeze(-1)  # (B, T): is that position one of the word's aligned ones?
+    linked = links.any(dim=-1)  # (B, T): target words with at least one aligned source word
+    return (hit & linked).sum().item() / linked.sum().item()
 
 
-def _alignment_counts_unlinked(weights, aligned):
-    hits = (weights.argmax(dim=-1) == aligned) & (aligned >= 0)
-    return hits.sum().item() / aligned.numel()
+def _alignment_counts_unlinked(weights, links):
+    hit = links.gather(-1, weights.argmax(dim=-1, keepdim=True)).squeeze(-1)
+    return hit.sum().item() / hit.numel()
 
 
-def _alignment_argmax_over_targets(weights, aligned):
-    has_link = aligned >= 0
-    hits = (weights.argmax(dim=1) == aligned) & has_link
-    return hits.sum().item() / has_link.sum().item()
+def _alignment_argmax_over_targets(weights, links):
+    strongest = weights.argmax(dim=1)[..., None]  # (B, S, 1)
+    hit = links.gather(-1, strongest).squeeze(-1)
+    linked = links.any(dim=-1)
+    return (hit & linked).sum().item() / linked.sum().item()
 
 
-def _alignment_mean_of_sentences(weights, aligned):
-    has_link = aligned >= 0
-    hits = (weights.argmax(dim=-1) == aligned) & has_link
-    return (hits.sum(1) / has_link.sum(1)).mean().item()
+def _alignment_mean_of_sentences(weights, links):
+    hit = links.gather(-1, weights.argmax(dim=-1, keepdim=True)).squeeze(-1)
+    linked = links.any(dim=-1)
+    return ((hit & linked).sum(1) / linked.sum(1)).mean().item()
+
+
+def _alignment_first_link_only(weights, links):
+    first = links.long().argmax(dim=-1)  # the first aligned position of each target word
+    linked = links.any(dim=-1)
+    return ((weights.argmax(dim=-1) == first) & linked).sum().item() / linked.sum().item()
 
 
 def _weights_pointing_at(positions: list[list[int]], S: int) -> torch.Tensor:
@@ -261,31 +269,45 @@ def _weights_pointing_at(positions: list[list[int]], S: int) -> torch.Tensor:
     return w / w.sum(-1, keepdim=True)
 
 
+def _links(rows: list[list[tuple[int, ...]]], S: int) -> torch.Tensor:
+    """Bool links (B, T, S) from, for each target word, the tuple of its aligned source positions."""
+    links = torch.zeros(len(rows), len(rows[0]), S, dtype=torch.bool)
+    for b, row in enumerate(rows):
+        for t, sources in enumerate(row):
+            for j in sources:
+                links[b, t, j] = True
+    return links
+
+
 check_alignment_accuracy = Checker(
     "alignment_accuracy",
     reference=_alignment_accuracy,
     cases=[
         Case(
-            "one sentence, T = S = 3, every word aligned",
-            (_weights_pointing_at([[0, 2, 2]], 3), torch.tensor([[0, 1, 2]])),
+            "one sentence, T = S = 3, one link per word",
+            (_weights_pointing_at([[0, 2, 2]], 3), _links([[(0,), (1,), (2,)]], 3)),
         ),
         Case(
-            "one sentence with an unaligned target word (-1)",
-            (_weights_pointing_at([[0, 1, 1, 3]], 4), torch.tensor([[0, 1, -1, 2]])),
+            "a target word with no aligned source word",
+            (_weights_pointing_at([[0, 1, 1, 3]], 4), _links([[(0,), (1,), (), (2,)]], 4)),
         ),
         Case(
-            "two sentences of different lengths, padding marked -1",
+            "a word aligned to two source words",
+            (_weights_pointing_at([[0, 2, 3]], 4), _links([[(0,), (1, 2), (3,)]], 4)),
+        ),
+        Case(
+            "two sentences of different lengths; padding has no links",
             (
                 _weights_pointing_at([[0, 1, 2, 3, 4, 0], [1, 0, 0, 0, 0, 0]], 6),
-                torch.tensor([[0, 1, 2, 3, 5, 5], [1, 1, -1, -1, -1, -1]]),
+                _links([[(0,), (1,), (2,), (3,), (5,), (5,)], [(1,), (1,), (), (), (), ()]], 6),
             ),
         ),
     ],
     mistakes=[
         Mistake(
-            "unaligned positions counted",
-            "divide by the number of target positions that HAVE an aligned source word (aligned >= 0), "
-            "not by every position: unaligned words and padding cannot be right or wrong.",
+            "unlinked positions counted",
+            "divide by the number of target words that HAVE an aligned source word (links.any(dim=-1)): "
+            "a word that translates nothing, or padding, can be neither right nor wrong.",
             _alignment_counts_unlinked,
         ),
         Mistake(
@@ -294,8 +316,14 @@ check_alignment_accuracy = Checker(
             _alignment_argmax_over_targets,
         ),
         Mistake(
+            "first link only",
+            "a French word can translate several English words (\"va\" for \"is going to\"); attending to any of "
+            "them is a hit, so look the strongest position up in `links` instead of comparing it with one position.",
+            _alignment_first_link_only,
+        ),
+        Mistake(
             "mean of sentence means",
-            "count hits and links over the whole batch, then divide once: a short sentence's words must not weigh more.",
+            "count hits and linked words over the whole batch, then divide once: a short sentence's words must not weigh more.",
             _alignment_mean_of_sentences,
         ),
     ],
