@@ -13,7 +13,7 @@ import torch.nn.functional as F
 import attnbook.train as train_module
 from attnbook.rnn import Seq2Seq, Seq2SeqConfig
 from attnbook.train import CheckpointMismatch, History, evaluate, load_checkpoint, read_checkpoint, save_checkpoint, sequence_loss, train
-from toy_seq2seq import batches_of, make_batch, one_thread, reversal_pairs  # noqa: F401 (fixture)
+from toy_seq2seq import batches_of, one_thread, reversal_pairs  # noqa: F401 (fixture)
 
 PAIRS = reversal_pairs(256, vocab_size=10, max_len=6)
 TRAIN, VALID = batches_of(PAIRS[:192], 32), batches_of(PAIRS[192:], 64)
@@ -273,7 +273,6 @@ def test_files_that_are_not_checkpoints(tmp_path):
 @pytest.mark.slow
 def test_a_notebook_run_by_nbclient_stores_one_clean_figure(tmp_path):
     """Executed as `make execute` and nbval do (stdin off), training leaves one figure and no live updates."""
-    import nbformat
     from nbclient import NotebookClient
     from nbformat.v4 import new_code_cell, new_notebook
 

@@ -1,12 +1,13 @@
 """Training throughput of chapter 2's plain encoder–decoder and chapter 3's attention model.
 
-Both models train on the same batches of the bundled corpus, with the same
-sizes as in the chapters, and the same thread count as the notebooks. One
-measurement is one optimizer step (forward, loss, backward, clipping, Adam)
-over a fixed list of batches; the script reports the median over repeats of
-the target tokens per second, side by side, and their ratio.
+Both models train on the same batches of the bundled corpus, generated and
+sized as in the chapters (4,000 pairs of 3 to 25 tokens; embeddings 64, GRUs
+128). One measurement is a pass of training steps (forward, loss, backward,
+clipping, Adam) over a fixed list of batches; the script reports the median
+over repeats of the target tokens per second, for both models side by side and
+for one and two threads (the chapters train on one), and the ratios.
 
-    python tests/benchmarks/bench_rnn.py [--threads 2] [--repeats 5] [--batches 20]
+    python tests/benchmarks/bench_rnn.py [--threads 1 2] [--repeats 5] [--batches 20]
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from attnbook.data import load_corpus, make_batches
 from attnbook.rnn import Seq2Seq, Seq2SeqConfig
 from attnbook.train import sequence_loss
 
-#: The sizes the chapters use (notebooks 02 and 03).
-EMBED, HIDDEN, BATCH = 64, 128, 64
+#: The corpus and sizes the chapters use (notebooks 02 and 03).
+N_PAIRS, MAX_LEN, EMBED, HIDDEN, BATCH = 4_000, 25, 64, 128, 64
 
 
 def one_pass(model: nn.Module, optimizer: torch.optim.Optimizer, batches) -> tuple[float, int]:
@@ -44,30 +45,38 @@ def one_pass(model: nn.Module, optimizer: torch.optim.Optimizer, batches) -> tup
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batches", type=int, default=20)
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
 
-    corpus = load_corpus()
+    corpus = load_corpus(n_pairs=N_PAIRS, seed=0, max_len=MAX_LEN)
     loader = make_batches(corpus.train, corpus.src_vocab, corpus.tgt_vocab, batch_size=BATCH, shuffle=True, seed=0)
     batches = [b for _, b in zip(range(args.batches), loader)]
     n_tokens = sum(int((b.tgt_out != 0).sum()) for b in batches)
-    print(f"{len(batches)} batches of {BATCH} pairs, {n_tokens} target tokens; threads={args.threads}, "
-          f"embed={EMBED}, hidden={HIDDEN}; median of {args.repeats} passes")
+    print(f"{len(batches)} batches of {BATCH} pairs, {n_tokens} target tokens; embed={EMBED}, hidden={HIDDEN}; "
+          f"median of {args.repeats} passes")
 
-    rates = {}
-    for name, attention in (("plain", False), ("attention", True)):
-        config = Seq2SeqConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), EMBED, HIDDEN, attention=attention)
-        model = Seq2Seq(config).train()
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-        one_pass(model, optimizer, batches[:2])  # warm-up
-        rates[name] = statistics.median(tokens / seconds for seconds, tokens in (one_pass(model, optimizer, batches) for _ in range(args.repeats)))
-    for name, rate in rates.items():
-        print(f"{name:>10}: {rate:9.0f} target tokens/s")
-    print(f"plain / attention: {rates['plain'] / rates['attention']:.2f}x")
+    rates: dict[tuple[str, int], float] = {}
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        for name, attention in (("plain", False), ("attention", True)):
+            torch.manual_seed(0)
+            config = Seq2SeqConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), EMBED, HIDDEN, attention=attention)
+            model = Seq2Seq(config).train()
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+            one_pass(model, optimizer, batches[:2])  # warm-up
+            passes = [one_pass(model, optimizer, batches) for _ in range(args.repeats)]
+            rates[name, threads] = statistics.median(tokens / seconds for seconds, tokens in passes)
+
+    print(f"{'threads':>8} {'plain tok/s':>12} {'attention tok/s':>16} {'plain / attention':>18}")
+    for threads in args.threads:
+        plain, attention = rates["plain", threads], rates["attention", threads]
+        print(f"{threads:>8} {plain:>12.0f} {attention:>16.0f} {plain / attention:>17.2f}x")
+    if len(args.threads) > 1:
+        first, last = args.threads[0], args.threads[-1]
+        for name in ("plain", "attention"):
+            print(f"{name}: {last} threads / {first} thread(s) = {rates[name, last] / rates[name, first]:.2f}x")
     return 0
 
 
