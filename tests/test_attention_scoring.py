@@ -190,3 +190,12 @@ def test_bad_queries_keys_values_are_clear_errors():
         attn_add(torch.randn(2, 3, 5), k, v)
     with pytest.raises(ValueError, match="keys have 6 features"):
         attn_add(q, torch.randn(2, 5, 6), v)
+
+
+def test_dot_product_attention_outputs_equal_pytorchs_fused_kernel():
+    torch.manual_seed(7)
+    q, k, v = torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 4)
+    mask = padding_mask(torch.tensor([5, 2]), 5)
+    out, _ = DotProductAttention()(q, k, v, mask)
+    fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=~mask[:, None, :])  # True = take part
+    assert torch.allclose(out, fused, atol=1e-6)

@@ -125,8 +125,9 @@ class DotProductAttention(nn.Module):
 
     Queries and keys must have the same width ``d``. ``forward`` returns
     ``(outputs, weights)`` of shapes ``(B, T, d_v)`` and ``(B, T, S)``. It
-    computes the weights explicitly so that they can be returned; chapter 5's
-    multi-head attention uses PyTorch's fused kernel where weights are not needed.
+    computes the weights explicitly so that they can be returned and drawn;
+    PyTorch's fused ``F.scaled_dot_product_attention`` computes the same
+    outputs faster but does not return the weights.
     """
 
     def __init__(self, dropout: float = 0.0) -> None:
