@@ -12,10 +12,16 @@ from attnbook.masks import causal_mask, padding_mask
 D, H = 24, 4
 
 
-def _ours_and_torch(bias: bool, seed: int = 0, d: int = D, h: int = H):
+def _use_fused_kernel(layer: MultiHeadAttention, fused: bool) -> MultiHeadAttention:
+    """Force the fast path onto PyTorch's fused kernel (or onto the explicit products), whatever the length."""
+    layer.fused_kernel_min_keys = 0 if fused else 10**9
+    return layer
+
+
+def _ours_and_torch(bias: bool, seed: int = 0, d: int = D, h: int = H, fused: bool = True):
     """Our layer and PyTorch's, in float64, with the same (random, non-zero) parameters."""
     torch.manual_seed(seed)
-    ours = MultiHeadAttention(d, h, bias=bias).double()
+    ours = _use_fused_kernel(MultiHeadAttention(d, h, bias=bias).double(), fused)
     ref = nn.MultiheadAttention(d, h, bias=bias, batch_first=True).double()
     with torch.no_grad():
         for p in ours.parameters():
@@ -60,10 +66,11 @@ def _masks(case: str, lengths: list[int], T: int):
 # --- equality with torch.nn.MultiheadAttention ---------------------------------------------
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused-kernel", "explicit-products"])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("case", CASES)
-def test_self_attention_equals_torch(case, bias):
-    ours, ref = _ours_and_torch(bias)
+def test_self_attention_equals_torch(case, bias, fused):
+    ours, ref = _ours_and_torch(bias, fused=fused)
     x = _x(3, 7, D)
     kpm, causal = _masks(case, [7, 4, 2], 7)
     attn_mask = causal_mask(7) if causal else None
@@ -79,7 +86,7 @@ def test_self_attention_equals_torch(case, bias):
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("same_memory", [True, False], ids=["key-is-value", "separate-key-value"])
 def test_cross_attention_equals_torch(bias, same_memory):
-    ours, ref = _ours_and_torch(bias, seed=3)
+    ours, ref = _ours_and_torch(bias, seed=3)  # fused kernel
     x, memory = _x(2, 5, D, seed=4), _x(2, 9, D, seed=5)
     value = memory if same_memory else _x(2, 9, D, seed=6)
     kpm = padding_mask(torch.tensor([9, 3]), 9)
@@ -91,8 +98,9 @@ def test_cross_attention_equals_torch(bias, same_memory):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_gradients_equal_torch(case):
-    ours, ref = _ours_and_torch(True, seed=7)
+@pytest.mark.parametrize("fused", [True, False], ids=["fused-kernel", "explicit-products"])
+def test_gradients_equal_torch(case, fused):
+    ours, ref = _ours_and_torch(True, seed=7, fused=fused)
     kpm, causal = _masks(case, [6, 3], 6)
     x1 = _x(2, 6, D, seed=8).requires_grad_()
     x2 = x1.detach().clone().requires_grad_()
@@ -119,10 +127,11 @@ def _d2l_valid_lens(case: str, lengths: list[int], T: int):
     return torch.minimum(per_query, lengths[:, None]) if case == "padded+causal" else per_query
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused-kernel", "explicit-products"])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("case", CASES)
-def test_self_attention_equals_d2l(case, bias):
-    ours, _ = _ours_and_torch(bias, seed=11)
+def test_self_attention_equals_d2l(case, bias, fused):
+    ours, _ = _ours_and_torch(bias, seed=11, fused=fused)
     theirs = _d2l_copy(ours, bias)
     x = _x(3, 8, D, seed=12)
     kpm, causal = _masks(case, [8, 5, 1], 8)
@@ -147,7 +156,7 @@ def test_cross_attention_equals_d2l(bias):
 @pytest.mark.parametrize("case", CASES + ["a sequence that is all padding"])
 def test_fast_path_equals_weight_path_with_gradients(case):
     torch.manual_seed(0)
-    layer = MultiHeadAttention(32, 8)
+    layer = _use_fused_kernel(MultiHeadAttention(32, 8), True)
     lengths = [0, 5, 9] if "all padding" in case else [9, 5, 2]
     kpm, causal = _masks(case if "all padding" not in case else "padded", lengths, 9)
     x = torch.randn(3, 9, 32)
@@ -182,7 +191,7 @@ def test_weights_are_distributions_over_visible_keys():
 @pytest.mark.parametrize("need_weights", [False, True])
 def test_padding_content_never_changes_real_positions(need_weights):
     torch.manual_seed(0)
-    layer = MultiHeadAttention(32, 4).double()
+    layer = _use_fused_kernel(MultiHeadAttention(32, 4).double(), True)
     lengths = torch.tensor([7, 4, 1])
     kpm = padding_mask(lengths, 7)
     x = torch.randn(3, 7, 32, dtype=torch.float64)
@@ -204,7 +213,7 @@ def test_padding_content_never_changes_real_positions(need_weights):
 @pytest.mark.parametrize("need_weights", [False, True])
 def test_causal_output_never_depends_on_a_later_token(need_weights):
     torch.manual_seed(0)
-    layer = MultiHeadAttention(16, 4).double()
+    layer = _use_fused_kernel(MultiHeadAttention(16, 4).double(), True)
     x = torch.randn(2, 6, 16, dtype=torch.float64)
 
     def f(inp):
@@ -226,7 +235,7 @@ def test_causal_output_never_depends_on_a_later_token(need_weights):
 
 def test_permutation_equivariance_without_a_mask():
     torch.manual_seed(0)
-    layer = MultiHeadAttention(32, 4).double()
+    layer = _use_fused_kernel(MultiHeadAttention(32, 4).double(), True)
     x = torch.randn(2, 9, 32, dtype=torch.float64)
     perm = torch.randperm(9)
     torch.testing.assert_close(layer(x[:, perm], x[:, perm], x[:, perm]), layer(x, x, x)[:, perm], rtol=0, atol=1e-12)
@@ -263,6 +272,26 @@ def test_self_attention_uses_one_product_and_cross_attention_separate_ones(monke
     widths.clear()
     layer(x, memory, memory.clone())
     assert widths == [16, 16, 16, 16], widths
+
+
+def test_fast_path_calls_the_fused_kernel_from_the_stated_length_on(monkeypatch):
+    import attnbook.attention as attention
+
+    calls = []
+    real = attention.F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append(args[1].shape[-2])  # the number of keys
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", spy)
+    layer = MultiHeadAttention(16, 2)
+    n = layer.fused_kernel_min_keys
+    for length in (n - 1, n, n + 5):
+        x = torch.randn(1, length, 16)
+        layer(x, x, x)
+        layer(x, x, x, need_weights=True)  # the weights always come from the explicit products
+    assert calls == [n, n + 5]
 
 
 def test_parameters_do_not_depend_on_the_number_of_heads():

@@ -86,7 +86,8 @@ def scaled_dot_product_attention(
             "query, key and value must have the same leading (batch, head) axes; got "
             f"{tuple(query.shape[:-2])}, {tuple(key.shape[:-2])}, {tuple(value.shape[:-2])}"
         )
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., T, S)
+    query = query / math.sqrt(query.shape[-1])  # the same as scaling the scores, on a smaller tensor
+    scores = query @ key.transpose(-2, -1)  # (..., T, S)
     weights = masked_softmax(scores, mask)
     mixed = F.dropout(weights, dropout) if dropout > 0 else weights
     return mixed @ value, weights
@@ -99,8 +100,11 @@ class MultiHeadAttention(nn.Module):
     ``(B, S, d_model)`` keys and values and returns ``(B, T, d_model)``; with
     ``need_weights=True`` it also returns the attention weights
     ``(B, num_heads, T, S)``, computed by :func:`scaled_dot_product_attention`.
-    Otherwise it calls ``torch.nn.functional.scaled_dot_product_attention``,
-    which never builds the weights and is faster; the two paths agree.
+    Otherwise it takes the fast path: ``torch.nn.functional.scaled_dot_product_attention``,
+    PyTorch's fused kernel, which never stores the weights. On a CPU that kernel
+    only pays off for longer sequences: below ``fused_kernel_min_keys`` keys two
+    batched matrix products are faster, so the fast path uses those (and drops
+    the weights). All paths agree (the tests check it).
 
     The query, key and value projections are stored as one ``(3 d_model,
     d_model)`` matrix, ``in_proj`` (rows: ``W_q``, ``W_k``, ``W_v``), laid out as in
@@ -115,6 +119,10 @@ class MultiHeadAttention(nn.Module):
     A query that sees no key at all gets a zero attention output (then
     ``out_proj``'s bias).
     """
+
+    #: On a CPU, the fused kernel is used from this many keys on; below it, explicit
+    #: matrix products are faster (measured by tests/benchmarks/bench_multihead.py).
+    fused_kernel_min_keys: int = 192
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__()
@@ -160,7 +168,8 @@ class MultiHeadAttention(nn.Module):
         q, k, v = self._project(query, key, value)  # (B, h, T, d_k), (B, h, S, d_k), (B, h, S, d_k)
         mask = self._ignore_mask(key_padding_mask, causal, B, T, S, query.device)  # None, (T, S) or (B, 1, T | 1, S)
         p = self.dropout if self.training else 0.0
-        if need_weights:
+        explicit = need_weights or (S < self.fused_kernel_min_keys and query.device.type == "cpu")
+        if explicit:
             heads, weights = scaled_dot_product_attention(q, k, v, mask, dropout=p)
         elif mask is None or (causal and key_padding_mask is None):
             heads = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=causal)
