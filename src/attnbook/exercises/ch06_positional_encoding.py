@@ -8,7 +8,7 @@ import torch
 
 from . import Case, Checker, Mistake
 
-__all__ = ["check_sinusoid_table", "check_offset_rotation", "check_encoding_dot", "check_add_positions"]
+__all__ = ["check_sinusoid_table_by_hand", "check_rotation_by_hand", "check_encoding_dot", "check_add_positions"]
 
 
 def _freqs(d, base=10000.0):
@@ -41,8 +41,8 @@ def _table_swapped(length, d):
     return torch.stack([angles.cos(), angles.sin()], -1).reshape(length, d).float()
 
 
-check_sinusoid_table = Checker(
-    "sinusoid_table",
+check_sinusoid_table_by_hand = Checker(
+    "sinusoid_table_by_hand",
     reference=_sinusoid_table,
     cases=[Case("4 positions, d=4", (4, 4)), Case("10 positions, d=8", (10, 8)), Case("50 positions, d=16", (50, 16))],
     mistakes=[
@@ -88,8 +88,8 @@ def _rotation_one_angle(k, d):
     return m
 
 
-check_offset_rotation = Checker(
-    "offset_rotation",
+check_rotation_by_hand = Checker(
+    "rotation_by_hand",
     reference=_offset_rotation,
     cases=[Case("offset 2, d=4", (2, 4)), Case("offset 5, d=8", (5, 8)), Case("offset -3, d=6", (-3, 6))],
     mistakes=[
