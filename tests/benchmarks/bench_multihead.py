@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             times = bench(B, T, d, h, bias, args.rounds)
             all_ok &= report(B, T, d, h, bias, target, times)
     print("\nall targets met" if all_ok else "\nsome targets NOT met (on a loaded machine, run again)")
-    return 0
+    return 0 if all_ok else 1
 
 
 if __name__ == "__main__":
