@@ -10,7 +10,7 @@ import torch
 from attnbook.decode import cut_at_eos, greedy_decode, ids_to_text, ids_to_tokens, translate
 from attnbook.rnn import Seq2Seq, Seq2SeqConfig
 from attnbook.train import train
-from toy_seq2seq import BOS, EOS, PAD, ToyVocab, batches_of, make_batch, one_thread, reversal_pairs  # noqa: F401 (fixture)
+from toy_seq2seq import BOS, EOS, PAD, UNK, ToyVocab, batches_of, make_batch, one_thread, reversal_pairs  # noqa: F401 (fixture)
 
 
 @dataclass
@@ -96,8 +96,8 @@ def test_a_trained_model_reverses_its_inputs():
 
 def test_ids_back_to_tokens_and_text():
     vocab = ToyVocab(["le", "chat", "dort", "."])  # ids 4..7
-    ids = torch.tensor([[4, 5, 6, 7, EOS, PAD], [5, 3, EOS, 6, 6, 6], [4, 4, 4, 4, 4, 4]])
-    assert ids_to_tokens(ids, vocab) == [["le", "chat", "dort", "."], ["chat"], ["le"] * 6]
+    ids = torch.tensor([[4, 5, 6, 7, EOS, PAD], [5, UNK, EOS, 6, 6, 6], [4, 4, 4, 4, 4, 4]])  # <unk> is kept
+    assert ids_to_tokens(ids, vocab) == [["le", "chat", "dort", "."], ["chat", "<unk>"], ["le"] * 6]
     assert ids_to_text(ids[:1], vocab) == ["le chat dort ."]
     assert ids_to_text(ids[:1], vocab, lang="fr") == ["Le chat dort."]
     assert cut_at_eos([4, EOS, 5]) == [4] and cut_at_eos(torch.tensor([4, 5])) == [4, 5]
