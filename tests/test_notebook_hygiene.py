@@ -12,7 +12,7 @@ from conftest import NOTEBOOKS, ROOT, read_notebook
 IDS = [p.name for p in NOTEBOOKS]
 LOCAL_PATH = re.compile(r"(/home/|/Users/|/root/|/tmp/|/work/|[A-Z]:\\\\Users|site-packages|\.venv)")
 PROGRESS_BAR = re.compile(r"\d+%\|[█▏▎▍▌▋▊▉ #]*\|")
-TIMING_WORDS = re.compile(r"\b(time|timing|seconds|ms|µs|throughput|per second|speed|median)\b", re.I)
+TIMING_WORDS = re.compile(r"\b(times?|timings?|timed|seconds|ms|µs|throughput|per second|speed|median)\b", re.I)
 
 
 def test_there_are_notebooks():
@@ -58,6 +58,9 @@ def test_no_errors_no_empty_cells_no_widgets(path):
     for i, cell in enumerate(_code_cells(nb)):
         assert cell.source.strip(), f"code cell {i} is empty"
         assert "widgets" not in cell.metadata
+        tags = set(cell.metadata.get("tags", []))
+        assert not tags & {"nbval-skip", "raises-exception", "nbval-raises-exception"}, f"code cell {i} escapes nbval: {tags}"
+        assert "NBVAL_SKIP" not in cell.source and "NBVAL_RAISES_EXCEPTION" not in cell.source, f"code cell {i} escapes nbval"
         for output in cell.outputs:
             assert output.output_type != "error", f"code cell {i} stored an error: {output.get('ename')}"
             assert not (output.output_type == "stream" and output.name == "stderr"), (
