@@ -118,3 +118,34 @@ def test_exercises_have_folded_solutions_and_checkers(path):
         body = nb.cells[start + 1]
         assert body.cell_type == "code" and "check_" in body.source, f"solution {label} runs a checker"
         assert any("✓" in _text_of(o) for o in body.outputs), f"solution {label}: its checker did not pass"
+
+
+def _library_names() -> dict[str, str]:
+    import importlib
+    import pkgutil
+
+    import attnbook
+
+    names: dict[str, str] = {}
+    for info in pkgutil.walk_packages(attnbook.__path__, "attnbook."):
+        module = importlib.import_module(info.name)
+        for name in getattr(module, "__all__", []):
+            names.setdefault(name, info.name)
+    return names
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_never_redefines_the_library(path):
+    import ast
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    library = _library_names()
+    to_python = TransformerManager().transform_cell
+    for i, cell in enumerate(_code_cells(read_notebook(path))):
+        for node in ast.walk(ast.parse(to_python(cell.source))):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in library:
+                raise AssertionError(
+                    f"code cell {i} defines {node.name}, which {library[node.name]} already defines: "
+                    "import it, or give the hand-built version its own name"
+                )
