@@ -148,7 +148,8 @@ check_gru_step = Checker(
         Mistake(
             "update gate flipped",
             "in PyTorch's convention z close to 1 KEEPS the old state: h' = (1 - z) * n + z * h. "
-            "(Cho et al. 2014 write it the other way round; both are GRUs, but only one equals nn.GRU.)",
+            "(Cho et al. 2014 write it this way too; some later texts swap z and 1 - z. "
+            "Both are GRUs, but only this one equals nn.GRU.)",
             _gru_update_flipped,
         ),
         Mistake(
