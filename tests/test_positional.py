@@ -102,7 +102,7 @@ def test_sinusoidal_table_is_computed_once_and_extended_by_the_rule():
 
 
 def test_learned_module_adds_a_trained_vector_per_position_and_cannot_extend():
-    pe = LearnedPositionalEncoding(10, 4)
+    pe = LearnedPositionalEncoding(4, max_len=10)
     x = torch.randn(3, 6, 4)
     torch.testing.assert_close(pe(x), x + pe.embedding.weight[:6])
     torch.testing.assert_close(pe(x[:, :2], start=8), x[:, :2] + pe.embedding.weight[8:10])

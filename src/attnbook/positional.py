@@ -135,10 +135,10 @@ class LearnedPositionalEncoding(nn.Module):
     could say what it should be: asking for them raises an error.
     """
 
-    def __init__(self, max_len: int, d_model: int, dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0) -> None:
         super().__init__()
         if max_len < 1 or d_model < 1:
-            raise ValueError(f"max_len and d_model must be >= 1, got {max_len} and {d_model}")
+            raise ValueError(f"d_model and max_len must be >= 1, got {d_model} and {max_len}")
         self.d_model = d_model
         self.embedding = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.embedding.weight, std=0.02)
