@@ -705,33 +705,28 @@ def english_words() -> list[str]:
     return sorted(words)
 
 
+def _find(entries, field: str, value: str, what: str):
+    for entry in entries:
+        if getattr(entry, field) == value:
+            return entry
+    raise KeyError(f"no {what} {value!r} in the lexicon")
+
+
 def noun(en: str) -> Noun:
     """The noun whose English singular is ``en``."""
-    for n in NOUNS:
-        if n.en == en:
-            return n
-    raise KeyError(f"no noun {en!r} in the lexicon")
+    return _find(NOUNS, "en", en, "noun")
 
 
 def adjective(en: str) -> Adjective:
     """The adjective whose English form is ``en``."""
-    for a in ADJECTIVES:
-        if a.en == en:
-            return a
-    raise KeyError(f"no adjective {en!r} in the lexicon")
+    return _find(ADJECTIVES, "en", en, "adjective")
 
 
 def verb(fr_infinitive: str) -> Verb:
     """The verb with this French infinitive (English is ambiguous: come = venir, come back = revenir)."""
-    for v in VERBS:
-        if v.fr_inf == fr_infinitive:
-            return v
-    raise KeyError(f"no verb {fr_infinitive!r} in the lexicon")
+    return _find(VERBS, "fr_inf", fr_infinitive, "verb")
 
 
 def pronoun(en: str) -> Pronoun:
     """The subject pronoun ``en`` (i, you, he, she, we, they)."""
-    for p in PRONOUNS:
-        if p.en == en:
-            return p
-    raise KeyError(f"no pronoun {en!r}")
+    return _find(PRONOUNS, "en", en, "pronoun")
