@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import attnbook.exercises as exercises
-from attnbook.exercises import Case, Checker, Mistake, compare
+from attnbook.exercises import NOT_ATTEMPTED, Case, Checker, Mistake, compare
 
 for module in pkgutil.iter_modules(exercises.__path__):
     importlib.import_module(f"attnbook.exercises.{module.name}")
@@ -62,9 +62,25 @@ def test_checker_reports_exceptions_and_not_implemented_without_raising():
     def todo(x):
         raise NotImplementedError
 
+    def stub(x):
+        """Double ``x``."""
+        ...
+
+    def forgets_return_later(x):
+        if x.numel() == 2:
+            return x * 2
+
     assert "raised IndexError: boom" in checker(crashes).message
-    assert "not implemented yet" in checker(todo).message
     assert "expected a function" in checker(3).message
+    for unattempted in (todo, stub):
+        result = checker(unattempted)
+        assert not result and result.message.startswith(f"○ double_demo: {NOT_ATTEMPTED}"), result.message
+    two_cases = Checker(
+        "double", reference=_double, mistakes=[],
+        cases=[Case("two entries", (torch.tensor([1.0, 2.0]),)), Case("three entries", (torch.tensor([1.0, 2.0, 3.0]),))],
+    )
+    result = two_cases(forgets_return_later)
+    assert not result and "returned None" in result.message and NOT_ATTEMPTED not in result.message
 
 
 def test_checker_reports_case_expected_and_got_for_an_unknown_mistake():

@@ -30,6 +30,8 @@ __all__ = [
     "badge_markdown",
     "setup_cell_source",
     "sync_notebook",
+    "solution_cells",
+    "hide_solution",
     "execute_notebook",
 ]
 
@@ -117,6 +119,41 @@ def sync_notebook(nb, name: str, root: Path | None = None) -> None:
     tags = code[0].metadata.setdefault("tags", [])
     if SETUP_TAG not in tags:
         tags.append(SETUP_TAG)
+    for cell in solution_cells(nb):
+        hide_solution(cell)
+
+
+#: The first line of every solution code cell: Colab shows it as the title of a folded form.
+SOLUTION_TITLE = "# @title Solution (hidden: run it, or show the code to read it)"
+_SOLUTION_START = re.compile(r"```\{solution-start\}")
+_SOLUTION_END = re.compile(r"```\{solution-end\}")
+
+
+def solution_cells(nb) -> list:
+    """The code cells between a ``solution-start`` and its ``solution-end`` directive."""
+    found, inside = [], False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            if _SOLUTION_START.search(cell.source):
+                inside = True
+            if _SOLUTION_END.search(cell.source):
+                inside = False
+        elif inside:
+            found.append(cell)
+    return found
+
+
+def hide_solution(cell) -> None:
+    """Hide a solution code cell where a learner runs it: a Colab form, collapsed in JupyterLab and Notebook 7.
+
+    The book folds it already (the ``solution-start`` directive's dropdown).
+    """
+    lines = cell.source.split("\n")
+    if lines and lines[0].lstrip().startswith(("# @title", "#@title")):
+        lines = lines[1:]
+    cell.source = "\n".join([SOLUTION_TITLE, *lines])
+    cell.metadata["cellView"] = "form"
+    cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
 
 
 def _clean_metadata(nb) -> None:

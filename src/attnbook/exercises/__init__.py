@@ -19,7 +19,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["Case", "Mistake", "Checker", "CheckResult", "compare", "registry"]
+__all__ = ["Case", "Mistake", "Checker", "CheckResult", "compare", "registry", "NOT_ATTEMPTED"]
+
+#: The words that start a checker's answer to a stub (``...``, ``return None`` or
+#: ``raise NotImplementedError``): an attempt cell stores this message, never a traceback.
+NOT_ATTEMPTED = "not attempted yet"
 
 _REGISTRY: dict[str, "Checker"] = {}
 
@@ -232,16 +236,24 @@ class Checker:
     def __call__(self, fn: Callable) -> CheckResult:
         if not callable(fn):
             return CheckResult(False, f"✗ {self.name}: expected a function, got {type(fn).__name__}")
-        for case in self.cases:
+        for number, case in enumerate(self.cases):
             expected = self._run(self.reference, case)
             try:
                 got = self._run(fn, case)
             except NotImplementedError:
-                return CheckResult(False, f"✗ {self.name}: not implemented yet (it raised NotImplementedError)", case.name)
+                return self._not_attempted("it raised NotImplementedError", case.name)
             except Exception as err:  # report, never crash the notebook
                 return CheckResult(
                     False,
                     f"✗ {self.name}, case '{case.name}': it raised {type(err).__name__}: {err}",
+                    case.name,
+                )
+            if got is None and expected is not None:
+                if number == 0:  # a stub whose body is `...` (or `pass`) returns None
+                    return self._not_attempted("it returned None", case.name)
+                return CheckResult(
+                    False,
+                    f"✗ {self.name}, case '{case.name}': it returned None; did a `return` go missing on some path?",
                     case.name,
                 )
             problem = compare(expected, got, self.atol, self.rtol)
@@ -258,3 +270,11 @@ class Checker:
                 lines.append(f"  This is the mistake '{mistake.name}': {mistake.explanation}")
             return CheckResult(False, "\n".join(lines), case.name, mistake.name if mistake else None)
         return CheckResult(True, f"✓ {self.name}: all {len(self.cases)} cases pass.")
+
+    def _not_attempted(self, why: str, case: str) -> CheckResult:
+        return CheckResult(
+            False,
+            f"○ {self.name}: {NOT_ATTEMPTED} ({why}). Write your code in place of `...`, "
+            "then run this cell again; the solution is folded below.",
+            case,
+        )
