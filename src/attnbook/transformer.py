@@ -661,11 +661,12 @@ class Transformer(nn.Module):
                 f"(TransformerConfig.max_len={self.config.max_len}); ask for fewer tokens"
             )
         history = torch.cat([state.tokens, tokens[:, None].to(state.tokens.device)], dim=1)  # (B, t + 1)
-        if not state.cached:  # the whole prefix again: what the cache saves
-            logits, _, cross_weights = self.decode(history, state.memory, state.memory_mask, return_attention=True)
+        if not state.cached:  # the decoder runs over the whole prefix again: what the cache saves
+            x = self._embed(history, self.tgt_embedding, self.config.tgt_vocab_size, "tokens")
+            x, _, cross_weights = self.decoder(x, state.memory, state.memory_mask, need_weights=True)
             attention = cross_weights[-1][:, :, -1].mean(dim=1)  # last layer, newest position, mean over heads
             new = TransformerState(state.memory, state.memory_mask, history, cached=False, attention=attention)
-            return logits[:, -1], new
+            return self.output(x[:, -1]), new
         x = self._embed(tokens[:, None], self.tgt_embedding, self.config.tgt_vocab_size, "tokens", start=state.position)
         keys, values = [], []
         last = len(self.decoder.layers) - 1

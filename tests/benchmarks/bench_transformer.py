@@ -1,0 +1,264 @@
+"""Benchmark: one training step of the Transformer, and what the key-value cache saves when decoding.
+
+Part 1, a training step (forward, loss, backward, Adam step), float32, 2 threads,
+at d_model 256, 8 heads, 2 + 2 layers, d_ff 1024, a batch of 64 sentence pairs
+of source and target length 32 (the sources padded from random lengths 16..32),
+vocabularies of 2,000, dropout 0.1 wherever each model drops. Contenders:
+
+- ours:  ``attnbook.transformer.Transformer``, dropping where ``torch.nn.Transformer``
+  does (residual, attention weights, FFN hidden layer, embeddings), so that both do
+  the same work; a second line, not part of the target, drops only where the paper does;
+- torch: the same model built on ``torch.nn.Transformer`` (the same embeddings,
+  sinusoidal positions and tied output around it; the final LayerNorms it adds to a
+  post-LN stack removed, so the two models are the same function);
+- d2l:   d2l's Transformer encoder (``d2l.TransformerEncoder``) with a decoder of
+  the d2l book's design assembled from d2l's blocks (``d2l.MultiHeadAttention``,
+  ``d2l.AddNorm``, ``d2l.PositionWiseFFN``, ``d2l.PositionalEncoding``); the d2l
+  package ships the encoder but not the decoder. Attention biases on, as in ours.
+
+The contenders are interleaved: each round times one step of each, in a shuffled
+order, so that a change in the machine's load hits them all alike. Target: ours
+<= 1.0 x the faster of torch and d2l (ratio of medians).
+
+Part 2, decoding: greedy generation of 64 tokens for a batch of source sentences
+with ``start()`` and 64 calls of ``step()``, with the key-value cache
+(``start(..., cache=True)``, each step runs the decoder on the new token only)
+and without it (each step runs the decoder over the whole prefix). Target: the
+cache is >= 3 x faster at batch 64; batch 1 is reported too.
+
+Run it standalone (``make bench`` runs every benchmark); it exits non-zero if a
+target is missed:
+
+    PYTHONPATH=src python tests/benchmarks/bench_transformer.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnbook.masks import causal_mask, padding_mask
+from attnbook.positional import sinusoidal_table
+from attnbook.transformer import Transformer, TransformerConfig
+
+D_MODEL, HEADS, LAYERS, D_FF, BATCH, LENGTH, VOCAB, DROPOUT = 256, 8, 2, 1024, 64, 32, 2000, 0.1
+PAD = 0
+TRAIN_TARGET, CACHE_TARGET, GENERATED = 1.0, 3.0, 64
+
+
+# --- the contenders -----------------------------------------------------------------------------
+
+
+class TorchTransformer(nn.Module):
+    """Embeddings scaled by √d, sinusoidal positions, torch.nn.Transformer, output tied to the target embedding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.src_embedding = nn.Embedding(VOCAB, D_MODEL)
+        self.tgt_embedding = nn.Embedding(VOCAB, D_MODEL)
+        for e in (self.src_embedding, self.tgt_embedding):
+            nn.init.normal_(e.weight, std=D_MODEL**-0.5)
+        self.register_buffer("table", sinusoidal_table(128, D_MODEL), persistent=False)
+        self.dropout = nn.Dropout(DROPOUT)
+        self.core = nn.Transformer(D_MODEL, HEADS, LAYERS, LAYERS, D_FF, DROPOUT, batch_first=True)
+        self.core.encoder.norm = None  # the paper's post-LN stacks end with their last layer's LayerNorm
+        self.core.decoder.norm = None
+
+    def _embed(self, ids, embedding):
+        return self.dropout(embedding(ids) * math.sqrt(D_MODEL) + self.table[: ids.shape[1]])
+
+    def forward(self, src, src_mask, tgt_in):
+        T = tgt_in.shape[1]
+        out = self.core(
+            self._embed(src, self.src_embedding),
+            self._embed(tgt_in, self.tgt_embedding),
+            tgt_mask=causal_mask(T),
+            src_key_padding_mask=src_mask,
+            memory_key_padding_mask=src_mask,
+            tgt_is_causal=True,
+        )
+        return F.linear(out, self.tgt_embedding.weight)
+
+
+def _d2l_model():
+    """d2l's encoder, and a decoder of the d2l book's design built from d2l's blocks."""
+    from d2l import torch as d2l
+
+    class DecoderBlock(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention1 = d2l.MultiHeadAttention(D_MODEL, HEADS, DROPOUT, bias=True)
+            self.addnorm1 = d2l.AddNorm(D_MODEL, DROPOUT)
+            self.attention2 = d2l.MultiHeadAttention(D_MODEL, HEADS, DROPOUT, bias=True)
+            self.addnorm2 = d2l.AddNorm(D_MODEL, DROPOUT)
+            self.ffn = d2l.PositionWiseFFN(D_FF, D_MODEL)
+            self.addnorm3 = d2l.AddNorm(D_MODEL, DROPOUT)
+
+        def forward(self, x, memory, src_valid_lens):
+            B, T, _ = x.shape
+            visible = torch.arange(1, T + 1).repeat(B, 1)  # training: query t sees keys 0..t
+            y = self.addnorm1(x, self.attention1(x, x, x, visible))
+            z = self.addnorm2(y, self.attention2(y, memory, memory, src_valid_lens))
+            return self.addnorm3(z, self.ffn(z))
+
+    class D2LTransformer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = d2l.TransformerEncoder(VOCAB, D_MODEL, D_FF, HEADS, LAYERS, DROPOUT, use_bias=True)
+            self.embedding = nn.Embedding(VOCAB, D_MODEL)
+            self.positions = d2l.PositionalEncoding(D_MODEL, DROPOUT)
+            self.blocks = nn.ModuleList(DecoderBlock() for _ in range(LAYERS))
+            self.dense = nn.LazyLinear(VOCAB)
+
+        def forward(self, src, src_valid_lens, tgt_in):
+            memory = self.encoder(src, src_valid_lens)
+            x = self.positions(self.embedding(tgt_in) * math.sqrt(D_MODEL))
+            for block in self.blocks:
+                x = block(x, memory, src_valid_lens)
+            return self.dense(x)
+
+    return D2LTransformer()
+
+
+def _ours(paper_dropout: bool = False) -> Transformer:
+    extra = {} if paper_dropout else {"attention_dropout": DROPOUT, "ffn_dropout": DROPOUT}
+    return Transformer(TransformerConfig(VOCAB, VOCAB, D_MODEL, HEADS, LAYERS, D_FF, DROPOUT, max_len=128, **extra))
+
+
+# --- part 1: a training step ---------------------------------------------------------------------
+
+
+def _batch(seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(LENGTH // 2, LENGTH + 1, (BATCH,), generator=g)
+    lengths[0] = LENGTH
+    src_mask = padding_mask(lengths, LENGTH)
+    src = torch.randint(4, VOCAB, (BATCH, LENGTH), generator=g).masked_fill(src_mask, PAD)
+    tgt = torch.randint(4, VOCAB, (BATCH, LENGTH + 1), generator=g)
+    return src, src_mask, lengths, tgt[:, :-1], tgt[:, 1:]
+
+
+def bench_training(rounds: int, warmup: int = 3, seed: int = 0) -> dict[str, list[float]]:
+    torch.manual_seed(seed)
+    src, src_mask, lengths, tgt_in, tgt_out = _batch(seed)
+    models = {"ours": _ours(), "ours (paper's dropout)": _ours(paper_dropout=True), "torch": TorchTransformer(), "d2l": _d2l_model()}
+    inputs = {name: (src, src_mask, tgt_in) for name in models}
+    inputs["d2l"] = (src, lengths, tgt_in)
+    models["d2l"](*inputs["d2l"])  # materialize d2l's lazy layers
+    optimizers = {name: torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9) for name, m in models.items()}
+    for m in models.values():
+        m.train()
+
+    def one_step(name: str) -> float:
+        model, optimizer = models[name], optimizers[name]
+        start = time.perf_counter()
+        logits = model(*inputs[name])
+        loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return time.perf_counter() - start
+
+    order = list(models)
+    shuffle = random.Random(seed)
+    times: dict[str, list[float]] = {name: [] for name in order}
+    for r in range(warmup + rounds):
+        shuffle.shuffle(order)
+        for name in order:
+            seconds = one_step(name)
+            if r >= warmup:
+                times[name].append(seconds)
+    return times
+
+
+def report_training(times: dict[str, list[float]]) -> bool:
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    others = ["torch", "d2l"]
+    best = min(others, key=medians.__getitem__)
+    ratio = medians["ours"] / medians[best]
+    per_round = statistics.median(o / min(times[n][i] for n in others) for i, o in enumerate(times["ours"]))
+    print(f"\nTraining step (forward, backward, Adam), B={BATCH}, S=T={LENGTH}, d={D_MODEL}, {HEADS} heads, "
+          f"{LAYERS}+{LAYERS} layers, d_ff={D_FF}, V={VOCAB}: median of {len(times['ours'])} rounds")
+    for name, m in medians.items():
+        print(f"  {name:<26} {m * 1e3:8.1f} ms")
+    print(f"  ours / torch               {medians['ours'] / medians['torch']:8.3f}")
+    print(f"  ours / d2l                 {medians['ours'] / medians['d2l']:8.3f}")
+    ok = ratio <= TRAIN_TARGET
+    print(f"  ours / faster of the two   {ratio:8.3f}   (target <= {TRAIN_TARGET}: {'met' if ok else 'NOT met'}; "
+          f"median of per-round ratios {per_round:.3f})")
+    return ok
+
+
+# --- part 2: decoding with and without the key-value cache ----------------------------------------
+
+
+@torch.no_grad()
+def _generate(model: Transformer, src, src_mask, cache: bool) -> torch.Tensor:
+    state = model.start(src, src_mask, cache=cache)
+    tokens = torch.full((src.shape[0],), 1, dtype=torch.long)
+    out = []
+    for _ in range(GENERATED):
+        logits, state = model.step(tokens, state)
+        tokens = logits.argmax(-1)
+        out.append(tokens)
+    return torch.stack(out, 1)
+
+
+def bench_cache(batch: int, rounds: int, warmup: int = 1, seed: int = 0) -> dict[str, list[float]]:
+    torch.manual_seed(seed)
+    model = _ours(paper_dropout=True).eval()
+    src, src_mask, *_ = _batch(seed)
+    src, src_mask = src[:batch], src_mask[:batch]
+    assert torch.equal(_generate(model, src, src_mask, True), _generate(model, src, src_mask, False)), "cached != uncached"
+    times: dict[str, list[float]] = {"cached": [], "uncached": []}
+    order = list(times)
+    shuffle = random.Random(seed)
+    for r in range(warmup + rounds):
+        shuffle.shuffle(order)
+        for name in order:
+            start = time.perf_counter()
+            _generate(model, src, src_mask, name == "cached")
+            if r >= warmup:
+                times[name].append(time.perf_counter() - start)
+    return times
+
+
+def report_cache(batch: int, times: dict[str, list[float]], target: float | None) -> bool:
+    cached, uncached = statistics.median(times["cached"]), statistics.median(times["uncached"])
+    speedup = uncached / cached
+    print(f"\nGreedy decoding of {GENERATED} tokens, batch {batch}, source length {LENGTH}: median of {len(times['cached'])} rounds")
+    print(f"  with the key-value cache     {cached * 1e3:8.1f} ms")
+    print(f"  without (whole prefix)       {uncached * 1e3:8.1f} ms")
+    if target is None:
+        print(f"  speed-up                     {speedup:8.2f} x")
+        return True
+    ok = speedup >= target
+    print(f"  speed-up                     {speedup:8.2f} x   (target >= {target}: {'met' if ok else 'NOT met'})")
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=15, help="timed training rounds (default 15)")
+    parser.add_argument("--decode-rounds", type=int, default=5, help="timed decoding rounds (default 5)")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32")
+    ok = report_training(bench_training(args.rounds))
+    ok &= report_cache(BATCH, bench_cache(BATCH, args.decode_rounds), CACHE_TARGET)
+    report_cache(1, bench_cache(1, args.decode_rounds), None)
+    print("\nall targets met" if ok else "\nsome targets NOT met (on a loaded machine, run again)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
