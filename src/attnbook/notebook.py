@@ -104,6 +104,9 @@ def _figure_defaults() -> None:
 
     if _in_kernel():  # figures inline, whatever MPLBACKEND says
         mpl.use("module://matplotlib_inline.backend_inline")
+        # Load the backend now rather than at pyplot's first figure: loading it registers the
+        # formatter that draws a Figure left as a cell's value (as the diagrams are shown).
+        import matplotlib_inline.backend_inline  # noqa: F401
 
     mpl.rcParams.update(
         {
