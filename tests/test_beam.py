@@ -11,6 +11,7 @@ import torch
 
 from attnbook.decode import BeamDecoded, Uncached, beam_search, greedy_decode, length_penalty, translate
 from attnbook.rnn import DecoderState, Seq2Seq, Seq2SeqConfig
+from attnbook.transformer import Transformer, TransformerConfig
 from toy_seq2seq import BOS, EOS, PAD, make_batch, one_thread  # noqa: F401 (fixture)
 
 A, B_, C = 4, 5, 6  # the words of the scripted model's vocabulary (ids 0..3 are <pad> <bos> <eos> <unk>)
@@ -164,10 +165,35 @@ def _rnn(attention: bool, tgt_vocab: int = 12, sharpen: float = 3.0) -> Seq2Seq:
     return model.eval()
 
 
+def _transformer(tgt_vocab: int = 12, sharpen: float = 3.0, norm_first: bool = False) -> Transformer:
+    torch.manual_seed(0)
+    config = TransformerConfig(12, tgt_vocab, d_model=16, num_heads=4, num_layers=2, d_ff=32, dropout=0.1, norm_first=norm_first, max_len=64)
+    model = Transformer(config).double()
+    with torch.no_grad():
+        model.tgt_embedding.weight.mul_(sharpen)  # tied to the output layer: peakier distributions
+    return model.eval()
+
+
 MODELS = {
     "rnn-plain": lambda **kw: _rnn(False, **kw),
     "rnn-attention": lambda **kw: _rnn(True, **kw),
+    "transformer": lambda **kw: _transformer(**kw),
+    "transformer-pre-ln": lambda **kw: _transformer(norm_first=True, **kw),
 }
+
+
+class _WithoutCache(torch.nn.Module):
+    """The Transformer decoding through its own uncached state: the decoder runs over the whole prefix each step."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.config = model, model.config
+
+    def start(self, src, src_mask=None):
+        return self.model.start(src, src_mask, cache=False)
+
+    def step(self, tokens, state):
+        return self.model.step(tokens, state)
 SOURCES = [[4, 5, 6, 7, 8, 9], [9, 4], [5, 6, 11], [7, 7, 8, 10, 11], [4]]
 
 
@@ -251,10 +277,34 @@ def test_a_sentence_decodes_the_same_whatever_shares_its_batch(name):
 def test_uncached_decoding_gives_the_same_tokens(name):
     model = MODELS[name]()
     batch = make_batch(SOURCES, [[4]] * len(SOURCES))
-    for decode in (lambda m: greedy_decode(m, batch.src, batch.src_mask, max_len=8),
-                   lambda m: beam_search(m, batch.src, batch.src_mask, beam_size=3, max_len=8)):
-        cached, uncached = decode(model), decode(Uncached(model))
-        assert torch.equal(cached.tokens, uncached.tokens) and torch.equal(cached.lengths, uncached.lengths)
+    references = [Uncached(model)]
+    if isinstance(model, Transformer):
+        references.append(_WithoutCache(model))
+    for decode in (lambda m: greedy_decode(m, batch.src, batch.src_mask, max_len=12),
+                   lambda m: beam_search(m, batch.src, batch.src_mask, beam_size=4, max_len=12, n_best=4)):
+        cached = decode(model)
+        for reference in references:
+            uncached = decode(reference)
+            assert torch.equal(cached.tokens, uncached.tokens) and torch.equal(cached.lengths, uncached.lengths)
+            if isinstance(cached, BeamDecoded):
+                assert torch.allclose(cached.scores, uncached.scores, rtol=1e-9)
+                assert [[h.tokens for h in row] for row in cached.nbest] == [[h.tokens for h in row] for row in uncached.nbest]
+
+
+def test_float32_transformer_cached_and_uncached_beams_agree():
+    model = _transformer().float()
+    batch = make_batch(SOURCES, [[4]] * len(SOURCES))
+    cached = beam_search(model, batch.src, batch.src_mask, beam_size=4, max_len=12)
+    uncached = beam_search(_WithoutCache(model), batch.src, batch.src_mask, beam_size=4, max_len=12)
+    assert torch.equal(cached.tokens, uncached.tokens)
+    assert torch.allclose(cached.scores.float(), uncached.scores.float(), atol=1e-4)
+
+
+def test_the_default_length_respects_the_positional_table():
+    model = _transformer()  # max_len = 64 positions
+    long_source = torch.randint(4, 12, (1, 30), generator=torch.Generator().manual_seed(1))
+    out = beam_search(model, long_source, beam_size=2)  # 30 + 50 = 80 > 64: capped, no error
+    assert int(out.lengths.max()) <= 64
 
 
 def test_translate_with_a_beam():
