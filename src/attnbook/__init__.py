@@ -7,7 +7,7 @@ Each module holds one idea of the book, named after it:
 - ``attnbook.masks``       chapters 1, 3, 5: padding and causal masks
 - ``attnbook.rnn``         chapter 2: the GRU encoder-decoder
 - ``attnbook.train``       chapters 2 and 8: the training loop
-- ``attnbook.decode``      chapters 2 and 8: greedy decoding
+- ``attnbook.decode``      chapters 2 and 8: greedy decoding, beam search
 - ``attnbook.attention``   chapters 3 to 5: scoring, masked softmax, multi-head attention
 - ``attnbook.positional``  chapter 6: positional encodings
 - ``attnbook.transformer`` chapter 7: the encoder-decoder Transformer, with a key-value cache for decoding

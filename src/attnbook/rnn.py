@@ -150,7 +150,8 @@ class DecoderState:
     ``hidden (L, B, H)`` is the GRU state. The plain decoder also carries the
     fixed ``context (B, H)``; the attention decoder carries the encoder
     ``memory (B, S, H)``, its padding mask, the keys projected once, and the
-    weights of the last step, ``attention (B, S)``.
+    weights of the last step, ``attention (B, S)``. ``select(index)`` returns
+    the state of some rows of the batch, for beam search.
     """
 
     hidden: torch.Tensor
@@ -159,6 +160,24 @@ class DecoderState:
     memory_mask: torch.Tensor | None = None
     projected_keys: torch.Tensor | None = None
     attention: torch.Tensor | None = None
+
+    def select(self, index: torch.Tensor) -> "DecoderState":
+        """The state of the batch rows ``index`` (in that order, repeats allowed): beam search uses it to expand and reorder beams."""
+        if not isinstance(index, torch.Tensor) or index.dim() != 1 or index.is_floating_point() or index.dtype == torch.bool:
+            raise TypeError(f"index must be a 1-D tensor of integer row indices, got {getattr(index, 'dtype', type(index).__name__)}")
+        index = index.to(self.hidden.device)
+
+        def rows(x: torch.Tensor | None) -> torch.Tensor | None:
+            return None if x is None else x.index_select(0, index)
+
+        return DecoderState(
+            hidden=self.hidden.index_select(1, index),  # (L, B, H): the batch is dim 1
+            context=rows(self.context),
+            memory=rows(self.memory),
+            memory_mask=rows(self.memory_mask),
+            projected_keys=rows(self.projected_keys),
+            attention=rows(self.attention),
+        )
 
 
 class PlainDecoder(nn.Module):
