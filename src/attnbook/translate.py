@@ -143,7 +143,7 @@ class _Progress:
             return
         self.last = now
         try:
-            width = os.get_terminal_size(sys.stderr.fileno()).columns
+            width = os.get_terminal_size(sys.stderr.fileno()).columns or 100  # 0: a terminal that does not say
         except OSError:
             width = 100
         sys.stderr.write("\r\033[K" + text[: max(10, width - 1)])
@@ -640,6 +640,15 @@ def read_config(folder: Path) -> dict:
     return config
 
 
+def _one_line(err: BaseException) -> str:
+    """An exception as one line: PyTorch's unpickling errors run over many."""
+    text = str(err)
+    if "is not a readable checkpoint" in text:
+        return text.split(": ")[0] + f" is damaged or not a checkpoint ({text.split(': ')[1]})"
+    first = text.strip().splitlines()[0] if text.strip() else type(err).__name__
+    return first if len(first) <= 400 else first[:400] + " ..."
+
+
 def open_run(folder: str | Path, device=None, load_model: bool = True) -> Run:
     """Read a run folder; with ``load_model``, rebuild the model and load the checkpoint's weights."""
     from .data import Vocab
@@ -678,7 +687,7 @@ def open_run(folder: str | Path, device=None, load_model: bool = True) -> Run:
     try:
         run.extra = load_checkpoint(checkpoint, model)
     except CheckpointMismatch as err:
-        raise CommandError(f"incompatible checkpoint in {str(folder)!r}: {err}") from None
+        raise CommandError(f"incompatible checkpoint in {str(folder)!r}: {_one_line(err)}") from None
     run.model = model.to(device or "cpu").eval()
     return run
 
@@ -893,7 +902,7 @@ def cmd_train(args) -> int:
             try:
                 payload = read_checkpoint(out / CHECKPOINT_FILE)
             except Exception as err:  # CheckpointMismatch and unreadable files
-                raise CommandError(f"cannot resume from {out / CHECKPOINT_FILE}: {err}") from None
+                raise CommandError(f"cannot resume from {out / CHECKPOINT_FILE}: {_one_line(err)}") from None
             state = payload["extra"].get("train_state")
             if not isinstance(state, dict):
                 raise CommandError(f"{out / CHECKPOINT_FILE} holds no training state to resume from")
@@ -926,7 +935,7 @@ def cmd_train(args) -> int:
                 optimizer.load_state_dict(state["optimizer"])
                 scheduler.load_state_dict(state["scheduler"])
             except Exception as err:
-                raise CommandError(f"cannot resume from {out / CHECKPOINT_FILE}: {err}") from None
+                raise CommandError(f"cannot resume from {out / CHECKPOINT_FILE}: {_one_line(err)}") from None
             rng = state["rng"][cluster.rank] if cluster.rank < len(state["rng"]) else state["rng"][0]
             torch.set_rng_state(rng)
             if state["world"] != cluster.world:
@@ -1282,14 +1291,16 @@ def cmd_translate(args) -> int:
             raise CommandError(f"{where} is empty: nothing to translate")
         if len(tokens) > MAX_POSITIONS:
             raise CommandError(f"{where} has {len(tokens)} tokens; this model reads at most {MAX_POSITIONS} (its positional table): split the sentence")
-        unknown = [t for t in dict.fromkeys(tokens) if t not in run.src_vocab]
-        if unknown:
-            shown = ", ".join(repr(t) for t in unknown[:8]) + (" ..." if len(unknown) > 8 else "")
-            note(f"{where}: not in the {src} vocabulary, read as <unk>: {shown}")
         return tokens
 
     def translate_all(texts: list[tuple[str, str]]) -> list[str]:
+        # every sentence is checked before any is translated: a bad one stops the run before any output
         work = [(i, prepare(text, where)) for i, (text, where) in enumerate(texts) if text.strip() or where.startswith("argument")]
+        for i, tokens in work:
+            unknown = [t for t in dict.fromkeys(tokens) if t not in run.src_vocab]
+            if unknown:
+                shown = ", ".join(repr(t) for t in unknown[:8]) + (" ..." if len(unknown) > 8 else "")
+                note(f"{texts[i][1]}: not in the {src} vocabulary, read as <unk>: {shown}")
         outputs = ["" for _ in texts]
         if work:
             tokens = translate_tokens(run.model, [t for _, t in work], run.src_vocab, run.tgt_vocab, beam, alpha, args.batch_size)
@@ -1405,7 +1416,13 @@ def _decoding_arguments(p: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (0 fine, 2 bad input, 130 interrupted)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # Sentences may stand after the options too (translate DIR --beam 1 "Hello."): argparse
+    # leaves such a late positional unrecognized, so it is given back to TEXT here.
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command == "translate" and not any(e.startswith("-") and e != "-" for e in extra):
+        args.text = list(args.text) + extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.func(args)
     except CommandError as err:
