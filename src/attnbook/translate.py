@@ -470,19 +470,38 @@ def make_optimizer(model, d_model: int, warmup: int, factor: float = 1.0):
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
 
 
-def translate_tokens(model, sources: Sequence[Sequence[str]], src_vocab, tgt_vocab, beam: int, alpha: float, batch_size: int = 64):
-    """Translate tokenized sentences with beam search (greedy when ``beam == 1``); return token lists."""
+def translate_tokens(
+    model, sources: Sequence[Sequence[str]], src_vocab, tgt_vocab, beam: int, alpha: float, batch_size: int = 64, progress: bool = False
+) -> list[list[str]]:
+    """Translate tokenized sentences with beam search (greedy when ``beam == 1``); return token lists in order.
+
+    Sentences are decoded in order of length (less padding, and a batch ends
+    when its longest sentence does), at most the source length + 50 tokens
+    each, within the positional table. ``progress`` shows a progress line on
+    a terminal.
+    """
     from . import decode
 
-    longest = max(len(s) for s in sources)
-    max_len = min(longest + EXTRA_OUTPUT_TOKENS, MAX_POSITIONS - 1)
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     params = inspect.signature(decode.translate).parameters
-    kwargs: dict[str, Any] = {"max_len": max_len, "batch_size": batch_size}
-    if "beam_size" in params:
-        kwargs["beam_size"] = beam
-        if "alpha" in params:
-            kwargs["alpha"] = alpha
-    return decode.translate(model, [list(s) for s in sources], src_vocab, tgt_vocab, **kwargs)
+    results: list[list[str]] = [[] for _ in sources]
+    bar = _Progress() if progress else None
+    start, chunk = time.monotonic(), max(batch_size, 256)
+    for first in range(0, len(order), chunk):
+        part = order[first : first + chunk]
+        longest = max(len(sources[i]) for i in part)
+        kwargs: dict[str, Any] = {"batch_size": batch_size, "max_len": min(longest + EXTRA_OUTPUT_TOKENS, MAX_POSITIONS - 1)}
+        if beam > 1 and "beam_size" in params:
+            kwargs.update(beam_size=beam, alpha=alpha)
+        outputs = decode.translate(model, [list(sources[i]) for i in part], src_vocab, tgt_vocab, **kwargs)
+        for i, out in zip(part, outputs):
+            results[i] = out
+        if bar is not None:
+            done = first + len(part)
+            left = (time.monotonic() - start) / done * (len(order) - done)
+            bar.update(f"translated {done:,} of {len(order):,} sentences · ETA {_fmt_time(left)}", force=True)
+    _Progress.clear()
+    return results
 
 
 def to_text(tokens: Sequence[str], lang: str, truecase: dict[str, str]) -> str:
@@ -533,18 +552,8 @@ class Cluster:
                 dist.init_process_group(backend="nccl" if dev.type == "cuda" else "gloo")
         return cls(rank, world, local_rank, dev)
 
-    def all_max(self, values: list[float]) -> list[float]:
-        """The element-wise maximum over every process (a no-op alone)."""
-        if not self.distributed:
-            return values
-        import torch
-        import torch.distributed as dist
-
-        t = torch.tensor(values, dtype=torch.float64, device=self.device if self.device.type == "cuda" else "cpu")
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return t.tolist()
-
     def all_sum(self, values: list[float]) -> list[float]:
+        """The element-wise sum over every process (a no-op alone)."""
         if not self.distributed:
             return values
         import torch
@@ -1130,7 +1139,7 @@ class _Tracker:
         self.start = time.monotonic()
         self.last_save = self.start
         self.save_seconds = save_minutes * 60
-        self.tokens = 0
+        self.tokens = self.step_tokens = 0
         self.log_every = max(1, log_every)
         self.stopping = False
         self.reason = ""
@@ -1142,7 +1151,7 @@ class _Tracker:
     def step(self, info) -> None:
         self.step_count += 1
         self.in_epoch += 1
-        self.tokens += info.tokens * self.cluster.world  # about: the other processes' batches hold as many
+        self.step_tokens = info.tokens
 
     def decide(self, interrupted: bool) -> tuple[bool, bool, bool]:
         budget = self.budget
@@ -1154,7 +1163,9 @@ class _Tracker:
         if budget.get("epochs") and self.in_epoch >= self.steps_per_epoch and self.epoch + 1 >= budget["epochs"]:
             self.reason = f"epoch budget ({budget['epochs']} epochs)"
         due = 1.0 if self.cluster.rank == 0 and time.monotonic() - self.last_save >= self.save_seconds else 0.0
-        stop, due, interrupted_any = self.cluster.all_max([stop, due, float(interrupted)])
+        # one all-reduce a step: the flags (any process raising one counts) and the step's target tokens
+        stop, due, interrupted_any, tokens = self.cluster.all_sum([stop, due, float(interrupted), float(self.step_tokens)])
+        self.tokens += int(tokens)
         if due:
             self.last_save = time.monotonic()
         return bool(stop), bool(due), bool(interrupted_any)
@@ -1256,7 +1267,7 @@ def cmd_evaluate(args) -> int:
     if len(usable) < len(test):
         note(f"{len(test) - len(usable)} test sentences longer than {MAX_POSITIONS} tokens are left out")
     start = time.perf_counter()
-    outputs = translate_tokens(run.model, [p.src_tokens for p in usable], run.src_vocab, run.tgt_vocab, beam, alpha, args.batch_size)
+    outputs = translate_tokens(run.model, [p.src_tokens for p in usable], run.src_vocab, run.tgt_vocab, beam, alpha, args.batch_size, progress=True)
     seconds = time.perf_counter() - start
     lang = config["tgt_lang"]
     hyps = [to_text(t, lang, run.truecase) for t in outputs]
