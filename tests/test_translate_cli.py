@@ -348,7 +348,7 @@ def weights(folder: Path) -> dict:
 
 
 def test_resume_continues_exactly(tmp_path, capsys):
-    pairs = write_anki(tmp_path / "fra.txt", en_fr_rows())
+    pairs = write_anki(tmp_path / "fra.txt", en_fr_rows(120))
     common = ["--pairs", str(pairs), "--src", "en", "--tgt", "fr", *TINY, "--dropout", "0.3"]
     assert cli.main(["train", *common, "--out", str(tmp_path / "straight"), "--epochs", "2"]) == 0
     assert cli.main(["train", *common, "--out", str(tmp_path / "cut"), "--epochs", "2", "--steps", "3"]) == 0  # stops mid-epoch
@@ -380,7 +380,7 @@ def test_checkpoint_writes_are_atomic(tmp_path, monkeypatch):
 
 def test_ctrl_c_saves_the_step_and_resume_equals_an_uninterrupted_run(tmp_path, capsys):
     """A real process on a terminal: progress with an ETA on stderr, then SIGINT; resuming gives the same weights."""
-    pairs = write_anki(tmp_path / "fra.txt", en_fr_rows())
+    pairs = write_anki(tmp_path / "fra.txt", en_fr_rows(120))
     common = ["--pairs", str(pairs), "--src", "en", "--tgt", "fr", *TINY, "--dropout", "0.2"]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TERM": "xterm"}
     master, slave = pty.openpty()

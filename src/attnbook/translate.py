@@ -860,6 +860,7 @@ class _Signals:
 
     def __init__(self) -> None:
         self.requested = False
+        self.first = 0.0
         self.previous: dict[int, Any] = {}
 
     def __enter__(self) -> "_Signals":
@@ -871,10 +872,13 @@ class _Signals:
         return self
 
     def _handle(self, signum, frame) -> None:
-        if signum == signal.SIGINT and self.requested:
+        # torchrun passes the terminal's Ctrl-C on to its processes, which get it from the terminal
+        # too: a second SIGINT within a second is that echo, not a second press.
+        if signum == signal.SIGINT and self.requested and time.monotonic() - self.first > 1.0:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             raise KeyboardInterrupt
         if not self.requested:
+            self.first = time.monotonic()
             say("stopping after this step (the state is saved first; Ctrl-C again to stop at once)")
         self.requested = True
 
