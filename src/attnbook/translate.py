@@ -949,8 +949,10 @@ def cmd_train(args) -> int:
                 scheduler.load_state_dict(state["scheduler"])
             except Exception as err:
                 raise CommandError(f"cannot resume from {out / CHECKPOINT_FILE}: {_one_line(err)}") from None
-            rng = state["rng"][cluster.rank] if cluster.rank < len(state["rng"]) else state["rng"][0]
-            torch.set_rng_state(rng)
+            mine = min(cluster.rank, len(state["rng"]) - 1)
+            torch.set_rng_state(state["rng"][mine])
+            if cluster.device.type == "cuda" and state.get("cuda_rng"):
+                torch.cuda.set_rng_state(state["cuda_rng"][mine], cluster.device)
             if state["world"] != cluster.world:
                 note(f"the run was trained by {state['world']} processes and continues on {cluster.world}: the batches differ from an uninterrupted run")
         else:
@@ -1003,12 +1005,14 @@ def cmd_train(args) -> int:
         log.write(event="resume" if state else "start", **({} if state else {"config": config}), world=cluster.world, device=cluster.device.type, position=position)
 
         def save(position_now: dict, reason: str) -> None:
-            rng = cluster.gather(torch.get_rng_state())
+            rng = cluster.gather(torch.get_rng_state())  # dropout's random state, of every process
+            cuda_rng = cluster.gather(torch.cuda.get_rng_state(cluster.device)) if cluster.device.type == "cuda" else []
             if _IS_MAIN:
                 train_state = {
                     "optimizer": optimizer.state_dict(),
                     "scheduler": scheduler.state_dict(),
                     "rng": rng,
+                    "cuda_rng": cuda_rng,
                     "world": cluster.world,
                     "position": position_now,
                 }
