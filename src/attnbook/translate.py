@@ -1447,7 +1447,7 @@ def _decoding_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=int, default=4, metavar="K", help="beam size, 1 for greedy decoding (default 4, as in the paper)")
     p.add_argument("--alpha", type=float, default=0.6, metavar="A", help="length penalty ((5 + |Y|) / 6)^A (default 0.6)")
     p.add_argument("--batch-size", type=int, default=64, metavar="N", help="sentences decoded together (default 64)")
-    p.add_argument("--device", default="cpu", help="cpu (default), cuda or auto")
+    p.add_argument("--device", default="auto", help="auto (a GPU if there is one, the default), cpu, cuda or cuda:N")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
