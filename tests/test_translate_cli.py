@@ -436,3 +436,11 @@ def test_the_module_and_the_console_script():
     result = subprocess.run([sys.executable, "-m", "attnbook.translate", "--help"], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert result.returncode == 0 and "train" in result.stdout and "evaluate" in result.stdout and "translate" in result.stdout
     assert 'attnbook-translate = "attnbook.translate:main"' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_chapter_3_rnn_trains_and_translates_through_the_same_commands(en_fr_run, tmp_path, capsys):
+    pairs = en_fr_run.parent / "fra.txt"
+    status, out, err = run(["train", "--pairs", pairs, "--src", "en", "--tgt", "fr", "--out", tmp_path / "rnn", "--arch", "rnn", "--steps", "2", *TINY], capsys)
+    assert status == 0 and "model: rnn" in out, err
+    status, out, err = run(["translate", tmp_path / "rnn", "--beam", "1", "The cat sleeps."], capsys)
+    assert status == 0 and len(out.splitlines()) == 1, err
