@@ -476,9 +476,17 @@ def build_model(arch: str, config: dict):
 
 
 def make_optimizer(model, d_model: int, warmup: int, factor: float = 1.0):
-    """The paper's recipe: Adam (β = 0.9, 0.98; ε = 1e-9) and the warm-up schedule, stepped every batch."""
+    """The paper's recipe: Adam (β = 0.9, 0.98; ε = 1e-9) and the warm-up schedule, stepped every batch.
+
+    ``lrate = factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)``, from
+    :func:`attnbook.train.paper_optimizer` where the library has it.
+    """
     import torch
 
+    from . import train as training
+
+    if hasattr(training, "paper_optimizer"):
+        return training.paper_optimizer(model, d_model=d_model, warmup=warmup, factor=factor)
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
 
     def rate(step: int) -> float:
