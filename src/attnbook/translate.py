@@ -516,9 +516,11 @@ def translate_tokens(
     for first in range(0, len(order), chunk):
         part = order[first : first + chunk]
         longest = max(len(sources[i]) for i in part)
-        kwargs: dict[str, Any] = {"batch_size": batch_size, "max_len": min(longest + EXTRA_OUTPUT_TOKENS, MAX_POSITIONS - 1)}
+        kwargs: dict[str, Any] = {"batch_size": batch_size}
         if beam > 1 and "beam_size" in params:
-            kwargs.update(beam_size=beam, alpha=alpha)
+            kwargs.update(beam_size=beam, alpha=alpha)  # its default length: each source's + 50, within the table
+        else:
+            kwargs.update(max_len=min(longest + EXTRA_OUTPUT_TOKENS, MAX_POSITIONS - 1))
         outputs = decode.translate(model, [list(sources[i]) for i in part], src_vocab, tgt_vocab, **kwargs)
         for i, out in zip(part, outputs):
             results[i] = out
