@@ -158,14 +158,23 @@ def test_chinese_is_one_token_per_character_and_scored_with_the_zh_tokenizer(tmp
     assert status == 0 and "tok:zh" in out, err
 
 
-def test_japanese_into_english_with_reverse(tmp_path, capsys):
-    pairs = write_anki(tmp_path / "jpn.txt", cjk_rows("ja"))
+def test_japanese_into_english_with_reverse_from_the_zip_as_published(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ATTNBOOK_DATA", str(tmp_path / "cache"))
+    text = write_anki(tmp_path / "jpn.txt", cjk_rows("ja"))
+    pairs = tmp_path / "jpn-eng.zip"
+    with zipfile.ZipFile(pairs, "w") as zf:  # as manythings.org publishes it: the pairs and an _about.txt
+        zf.write(text, "jpn.txt")
+        zf.writestr("_about.txt", "About these pairs.")
+    text.unlink()
     status, out, err = run(["train", "--pairs", pairs, "--src", "ja", "--tgt", "en", "--reverse", "--out", tmp_path / "run", "--epochs", "1", *TINY], capsys)
     assert status == 0, err
     tokens = json.loads((tmp_path / "run" / "vocab.src.json").read_text())["tokens"][4:]
     assert "は" in tokens and "猫" in tokens and all(len(t) == 1 for t in tokens)
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["pairs"]["path"] == str(pairs)
     status, out, err = run(["translate", tmp_path / "run", "--beam", "1", "私は猫が好きです。"], capsys)
     assert status == 0 and len(out.splitlines()) == 1, err
+    status, out, err = run(["evaluate", tmp_path / "run", "--beam", "1", "--limit", "5"], capsys)
+    assert status == 0 and "test split of jpn-eng.zip" in out and "tok:13a" in out, err  # English output
     assert cli.bleu_tokenizer("ja") == "char" and cli.bleu_tokenizer("zh") == "zh" and cli.bleu_tokenizer("de") == "13a"
 
 

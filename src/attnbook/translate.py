@@ -271,7 +271,35 @@ def resolve_pairs_file(spec: str) -> Path:
         raise CommandError(f"no pairs file at {spec!r} (give a Tatoeba/Anki tab-separated file, such as fra.txt, or fra-eng)")
     if path.is_dir():
         raise CommandError(f"{spec!r} is a folder; give the tab-separated file inside it (such as fra.txt)")
+    import zipfile
+
+    if zipfile.is_zipfile(path):
+        return _text_file_of_zip(path)
     return path
+
+
+def _text_file_of_zip(archive: Path) -> Path:
+    """The pairs file inside a zip from manythings.org (``cmn-eng.zip`` holds ``cmn.txt`` and ``_about.txt``), extracted once."""
+    import zipfile
+
+    from .data import default_cache_dir, extract_zip
+
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            names = [n for n in zf.namelist() if n.endswith(".txt") and not Path(n).name.startswith("_")]
+    except zipfile.BadZipFile:
+        raise CommandError(f"{str(archive)!r} is a damaged zip archive") from None
+    if len(names) != 1:
+        listed = ", ".join(names) or "none"
+        raise CommandError(f"{str(archive)!r} should hold one pairs file (*.txt), but holds {listed}: extract the one you want and give its path")
+    folder = default_cache_dir() / "extracted" / _sha1(archive)[:16]
+    target = folder / names[0]
+    if not target.is_file():
+        try:
+            extract_zip(archive, folder)
+        except (ValueError, OSError) as err:
+            raise CommandError(f"cannot extract {str(archive)!r}: {err}") from None
+    return target
 
 
 def parse_language(code: str, option: str) -> str:
@@ -308,7 +336,8 @@ def read_pairs(spec: str, src: str, tgt: str, reverse: bool, check: bool = True)
         col2 = [p.src if reverse else p.tgt for p in sample]
         fix = "drop --reverse (or swap --src and --tgt)" if reverse else "add --reverse to translate from the second column into the first"
         check_columns(col1, col2, first, second, fix)
-    source = PairsSource("fra-eng" if spec == "fra-eng" else str(path.resolve()), _sha1(path), len(pairs), pairs.skipped)
+    shown = "fra-eng" if spec == "fra-eng" else str(Path(spec).expanduser().resolve())  # a zip, not what it unpacked to
+    source = PairsSource(shown, _sha1(path), len(pairs), pairs.skipped)
     return pairs.pairs, source
 
 
