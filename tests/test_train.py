@@ -274,6 +274,23 @@ def test_scheduler_is_stepped_every_batch():
     assert sched.last_epoch == len(TRAIN)
 
 
+def test_callbacks_see_every_step_and_epoch_and_can_stop_training():
+    steps, epochs = [], []
+
+    def on_step(info):
+        steps.append(info)
+        return info.step == len(TRAIN) + 2  # stop two batches into the second epoch
+
+    history = train(_model(), TRAIN, VALID, epochs=5, plot=False, verbose=False, on_step=on_step, on_epoch=epochs.append)
+    assert [s.step for s in steps] == list(range(1, len(TRAIN) + 3))
+    assert [(s.epoch, s.batch, s.batches) for s in steps[-3:]] == [(1, len(TRAIN), len(TRAIN)), (2, 1, len(TRAIN)), (2, 2, len(TRAIN))]
+    assert all(s.tokens == int((b.tgt_out != 0).sum()) and math.isfinite(s.loss) for s, b in zip(steps, TRAIN))
+    assert history.stopped_by == "on_step during epoch 2" and len(history.epochs) == 2
+    assert epochs == history.epochs and epochs[1].valid_loss is not None  # the cut-short epoch is validated and reported
+    stopped = train(_model(), TRAIN, epochs=5, plot=False, verbose=False, on_epoch=lambda log: log.epoch == 3)
+    assert len(stopped.epochs) == 3 and stopped.stopped_by == "on_epoch after epoch 3"
+
+
 def test_bad_arguments_are_clear_errors():
     model = _model()
     with pytest.raises(ValueError, match="epochs must be an int >= 1"):

@@ -11,6 +11,7 @@ Each module holds one idea of the book, named after it:
 - ``attnbook.attention``   chapters 3 to 5: scoring, masked softmax, multi-head attention
 - ``attnbook.positional``  chapter 6: positional encodings
 - ``attnbook.transformer`` chapter 7: the encoder-decoder Transformer, with a key-value cache for decoding
+- ``attnbook.translate``   chapter 8: the command line ``attnbook-translate`` (train, evaluate, translate; torchrun)
 - ``attnbook.exercises``   the checkers for every chapter's exercises
 - ``attnbook.notebook``    notebook conventions: setup, showing source
 

@@ -45,6 +45,7 @@ __all__ = [
     "paper_optimizer",
     "evaluate",
     "EpochLog",
+    "TrainStep",
     "History",
     "train",
     "save_checkpoint",
@@ -252,6 +253,24 @@ class EpochLog:
 
 
 @dataclass
+class TrainStep:
+    """What :func:`train` tells an ``on_step`` callback after every optimizer step.
+
+    ``epoch`` counts from 1 within this call of :func:`train`; ``batch`` is the
+    number of batches done in that epoch, out of ``batches``; ``step`` counts
+    the optimizer steps of this call; ``loss`` is the batch's mean loss per
+    target token and ``tokens`` its number of real target tokens.
+    """
+
+    epoch: int
+    batch: int
+    batches: int
+    step: int
+    loss: float
+    tokens: int
+
+
+@dataclass
 class History:
     """Everything :func:`train` measured.
 
@@ -373,6 +392,8 @@ def train(
     title: str | None = None,
     verbose: bool = True,
     log_every: int = 5,
+    on_step: Callable[[TrainStep], bool | None] | None = None,
+    on_epoch: Callable[[EpochLog], bool | None] | None = None,
 ) -> History:
     """Train ``model`` with teacher forcing; return the :class:`History`.
 
@@ -387,6 +408,13 @@ def train(
     so that a run is reproducible. ``plot`` (default: in a notebook) draws the
     loss curve, ``live`` (default: when a person runs the notebook) updates it
     as training goes. ``verbose`` prints one line per epoch.
+
+    Two optional callbacks let a caller watch and steer a long run (the command
+    line uses them for its progress line, periodic checkpoints and budgets):
+    ``on_step(TrainStep)`` is called after every optimizer (and scheduler)
+    step, ``on_epoch(EpochLog)`` after every epoch's validation; either one
+    returning ``True`` ends training there (a cut-short epoch is still
+    validated), recorded as ``stopped_by``.
     """
     if not isinstance(epochs, int) or epochs < 1:
         raise ValueError(f"epochs must be an int >= 1, got {epochs!r}")
@@ -454,6 +482,9 @@ def train(
             if max_seconds is not None and time.perf_counter() - start >= max_seconds:
                 out_of_time = True
                 break
+            if on_step is not None and on_step(TrainStep(epoch, i + 1, len(epoch_batches), step, float(loss.detach()), n)):
+                history.stopped_by = f"on_step during epoch {epoch}"
+                break
         train_seconds = time.perf_counter() - epoch_start
         history.train_seconds += train_seconds
         history.tokens += tokens
@@ -467,8 +498,14 @@ def train(
             print(line + f"  ({log.seconds:.1f} s)", flush=True)
         if figure is not None:
             figure.update()
+        stop_now = on_epoch is not None and on_epoch(log)  # called for a cut-short epoch too
         if out_of_time:
             history.stopped_by = f"time budget ({max_seconds:g} s) during epoch {epoch}"
+            break
+        if history.stopped_by:
+            break
+        if stop_now:
+            history.stopped_by = f"on_epoch after epoch {epoch}"
             break
     else:
         history.stopped_by = f"epoch budget ({epochs} epochs)"
