@@ -10,6 +10,7 @@ Each module holds one idea of the book, named after it:
 - ``attnbook.decode``      chapters 2 and 8: greedy decoding
 - ``attnbook.attention``   chapters 3 to 5: scoring, masked softmax, multi-head attention
 - ``attnbook.positional``  chapter 6: positional encodings
+- ``attnbook.fastformer``  chapter 9: Fastformer's additive attention, its layer and encoder, a softmax baseline
 - ``attnbook.exercises``   the checkers for every chapter's exercises
 - ``attnbook.notebook``    notebook conventions: setup, showing source
 
