@@ -140,7 +140,8 @@ class FastSelfAttention(nn.Module):
     their content never changes the other positions' outputs), and a sequence
     that is all padding gets zero global vectors, never NaN. With
     ``need_weights=True`` it returns ``(output, alpha, beta)``, the two pooling
-    weights of shape ``(B, H, N)``.
+    weights of shape ``(B, H, N)`` (``beta`` is ``None`` without the second
+    pooling, ``key_pooling=False``).
 
     ``causal=True`` is the decoder's variant: position ``i`` pools positions
     ``≤ i`` only (:func:`prefix_softmax_pool`). Its global query ``q̄_i`` is a
