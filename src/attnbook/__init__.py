@@ -12,6 +12,7 @@ Each module holds one idea of the book, named after it:
 - ``attnbook.positional``  chapter 6: positional encodings
 - ``attnbook.transformer`` chapter 7: the encoder-decoder Transformer, with a key-value cache for decoding
 - ``attnbook.translate``   chapter 8: the command line ``attnbook-translate`` (train, evaluate, translate; torchrun)
+- ``attnbook.fastformer``  chapter 9: Fastformer's additive attention, its layer and encoder, a softmax baseline
 - ``attnbook.exercises``   the checkers for every chapter's exercises
 - ``attnbook.notebook``    notebook conventions: setup, showing source
 
