@@ -11,7 +11,9 @@ Each module holds one idea of the book, named after it:
 - ``attnbook.attention``   chapters 3 to 5: scoring, masked softmax, multi-head attention
 - ``attnbook.positional``  chapter 6: positional encodings
 - ``attnbook.exercises``   the checkers for every chapter's exercises
-- ``attnbook.notebook``    notebook conventions: setup, showing source
+- ``attnbook.notebook``    notebook conventions: setup, showing source, strict warnings under the tests
+- ``attnbook.diagrams``    the schematic diagrams of chapters 2 to 6, drawn by code
+- ``attnbook.book``        the book's machinery: Colab links, executing notebooks, exercise numbers
 
 Importing the package imports nothing heavy; import the module you need.
 """
