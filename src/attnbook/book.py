@@ -184,7 +184,8 @@ def execute_notebook(path: str | Path, timeout: int = 600) -> float:
         raise FileNotFoundError(f"no notebook at {path}")
     nb = nbformat.read(path, as_version=4)
     sync_notebook(nb, path.name)
-    env_fix = {"PYTHONHASHSEED": "0"}
+    # Deterministic hashing; and the course's DeprecationWarnings as errors, as under the test suite.
+    env_fix = {"PYTHONHASHSEED": "0", "ATTNBOOK_STRICT_WARNINGS": "1"}
     old = {k: os.environ.get(k) for k in env_fix}
     os.environ.update(env_fix)
     try:
