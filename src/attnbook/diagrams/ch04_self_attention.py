@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from attnbook.diagrams import Diagram
 
-__all__ = ["self_attention"]
+__all__ = ["queries_keys_values"]
 
 
-def self_attention():
+def queries_keys_values():
     """Self-attention: one sequence ``X`` gives the queries, the keys and the values.
 
     Three projections of the same tokens; every query meets every key in a
