@@ -2,8 +2,9 @@
 #   make book   creates the environment if missing, builds the book, prints where the HTML is
 #   make test   creates the environment if missing, runs every test (library, exercise
 #               checkers, notebook hygiene, strict nbval over every notebook, strict book build)
-# Other targets: make env, make execute (re-run every notebook in place),
-# make bench (the benchmarks in tests/benchmarks, kept out of the timed tests), make clean.
+# Other targets: make env, make lab (JupyterLab on localhost, in notebooks/),
+# make execute (re-run every notebook in place), make bench (the benchmarks in
+# tests/benchmarks, kept out of the timed tests), make clean.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -16,7 +17,7 @@ export PYTHONPATH := $(CURDIR)/src
 export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: env book test execute bench clean
+.PHONY: env book test lab execute bench clean
 
 env: $(STAMP)
 
@@ -35,6 +36,13 @@ book: env
 
 test: env
 	$(PY) -m pytest
+
+# JupyterLab (and Notebook 7, at /tree) for this machine only; open the address it prints.
+# tests/test_jupyter.py starts the server with LAB_OPTIONS. Jupyter refuses to run as
+# root unless told to, and containers often run as root.
+LAB_OPTIONS := --notebook-dir=notebooks --ip=127.0.0.1
+lab: env
+	$(VENV)/bin/jupyter lab $(LAB_OPTIONS) $(if $(filter 0,$(shell id -u)),--allow-root)
 
 execute: env
 	$(PY) -m attnbook.book execute notebooks/*.ipynb

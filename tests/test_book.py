@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attnbook.book import colab_url, repository
+from attnbook.book import colab_url, pages_url, repository
 from conftest import NOTEBOOKS, ROOT
 
 
@@ -21,6 +21,35 @@ def test_repository_is_configured_once():
     for path in [ROOT / "README.md", *ROOT.glob("book/*.md")]:
         assert "colab.research.google.com/github" not in path.read_text(), f"{path.name} hard-codes a Colab URL"
     assert colab_url("notebooks/00_tensors.ipynb").endswith(f"{url.removeprefix('https://github.com/')}/blob/main/notebooks/00_tensors.ipynb")
+
+
+def test_readme_links_the_published_book_of_the_configured_repository():
+    readme = (ROOT / "README.md").read_text()
+    url, _ = repository()
+    published = pages_url()
+    assert f"]({published})" in readme, f"the README should link the published book, {published}"
+    mentioned = re.findall(r"(?:https://)?[\w.-]+\.github\.io\b(?:/[\w.-]*)*/?", readme)
+    for address in mentioned:
+        assert address.removeprefix("https://").rstrip("/") == published.removeprefix("https://").rstrip("/"), (
+            f"README names {address}, but _config.yml's repository publishes at {published}"
+        )
+    for link in re.findall(r"https://github\.com/[^\s)\]]+", readme):
+        assert link == url or link.startswith(url + "/"), f"README links {link}, not the repository of _config.yml ({url})"
+    for workflow in ("test", "book"):
+        badge = f"{url}/actions/workflows/{workflow}.yml/badge.svg"
+        assert badge in readme, f"the README shows the status of {workflow}.yml: {badge}"
+        assert (ROOT / ".github" / "workflows" / f"{workflow}.yml").is_file()
+
+
+def test_pages_url_follows_github_pages_rules(tmp_path):
+    def with_repository(url):
+        (tmp_path / "_config.yml").write_text(yaml.safe_dump({"repository": {"url": url, "branch": "main"}}))
+        return pages_url(tmp_path)
+
+    assert with_repository("https://github.com/Some-Org/My.Course") == "https://some-org.github.io/My.Course/"
+    assert with_repository("https://github.com/Some-Org/some-org.github.io") == "https://some-org.github.io/"
+    with pytest.raises(ValueError, match="repository.url"):
+        with_repository("https://gitlab.com/someone/course")
 
 
 def test_config_has_what_the_book_needs():

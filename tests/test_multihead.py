@@ -350,3 +350,57 @@ def test_mask_errors_name_the_problem():
         layer(x, memory, memory, key_padding_mask=torch.zeros(2, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match="causal=True needs as many queries as keys"):
         layer(x, memory, memory, causal=True)
+
+
+# --- projections and attention apart: what a decoder's key-value cache needs (chapter 7) ----------------
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused-kernel", "explicit-products"])
+@pytest.mark.parametrize("case", CASES)
+def test_project_then_attend_equals_forward(case, fused):
+    ours, _ = _ours_and_torch(True, seed=21, fused=fused)
+    x, memory = _x(3, 7, D, seed=22), _x(3, 9, D, seed=23)
+    kpm, causal = _masks(case, [7, 4, 2], 7)
+    q, k, v = ours.project_self(x)
+    assert q.shape == k.shape == v.shape == (3, H, 7, D // H)
+    torch.testing.assert_close(ours.attend(q, k, v, kpm, causal), ours(x, x, x, key_padding_mask=kpm, causal=causal), rtol=0, atol=1e-12)
+    out, w = ours.attend(q, k, v, kpm, causal, need_weights=True)
+    expected, expected_w = ours(x, x, x, key_padding_mask=kpm, causal=causal, need_weights=True)
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(w, expected_w, rtol=0, atol=1e-12)
+    # cross-attention: the queries projected alone, the keys and values of the memory in one product
+    mkpm = padding_mask(torch.tensor([9, 3, 6]), 9)
+    mk, mv = ours.project_key_value(memory)
+    torch.testing.assert_close(
+        ours.attend(ours.project_query(x), mk, mv, mkpm), ours(x, memory, memory, key_padding_mask=mkpm), rtol=0, atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused-kernel", "explicit-products"])
+@pytest.mark.parametrize("new", [1, 3])
+def test_causal_attend_with_fewer_queries_is_the_last_rows(new, fused):
+    """Queries for the last positions only, keys for all: the last rows of full causal attention."""
+    ours, _ = _ours_and_torch(True, seed=24, fused=fused)
+    x = _x(2, 8, D, seed=25)
+    full = ours(x, x, x, causal=True)
+    q, k, v = ours.project_self(x)
+    torch.testing.assert_close(ours.attend(q[:, :, -new:], k, v, causal=True), full[:, -new:], rtol=0, atol=1e-12)
+    kpm = padding_mask(torch.tensor([8, 8]), 8)
+    out, w = ours.attend(q[:, :, -new:], k, v, kpm, causal=True, need_weights=True)
+    torch.testing.assert_close(out, full[:, -new:], rtol=0, atol=1e-12)
+    assert torch.all(w.triu(diagonal=8 - new + 1) == 0)
+
+
+def test_attend_rejects_bad_heads():
+    layer = MultiHeadAttention(D, H)
+    q, k, v = layer.project_self(torch.randn(2, 5, D))
+    with pytest.raises(ValueError, match="heads of shape"):
+        layer.attend(q[0], k, v)
+    with pytest.raises(ValueError, match=f"{H} heads of width"):
+        layer.attend(q[:, :2], k, v)
+    with pytest.raises(ValueError, match="T <= S"):
+        layer.attend(q, k[:, :, :3], v[:, :, :3], causal=True)
+    with pytest.raises(ValueError, match="disagree"):
+        layer.attend(q, k, v[:, :, :3])
+    with pytest.raises(ValueError, match="width 7"):
+        layer.project_key_value(torch.randn(2, 5, 7))

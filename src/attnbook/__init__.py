@@ -10,6 +10,7 @@ Each module holds one idea of the book, named after it:
 - ``attnbook.decode``      chapters 2 and 8: greedy decoding
 - ``attnbook.attention``   chapters 3 to 5: scoring, masked softmax, multi-head attention
 - ``attnbook.positional``  chapter 6: positional encodings
+- ``attnbook.transformer`` chapter 7: the encoder-decoder Transformer, with a key-value cache for decoding
 - ``attnbook.exercises``   the checkers for every chapter's exercises
 - ``attnbook.notebook``    notebook conventions: setup, showing source, strict warnings under the tests
 - ``attnbook.diagrams``    the schematic diagrams of chapters 2 to 6, drawn by code

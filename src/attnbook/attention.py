@@ -291,6 +291,93 @@ class MultiHeadAttention(nn.Module):
         out = self.out_proj(heads.transpose(1, 2).reshape(B, T, self.d_model))
         return (out, weights) if need_weights else out
 
+    # --- Pieces for a decoder that caches keys and values (chapter 7) ---------------------
+    #
+    # A decoder that generates one token at a time asks the same questions again at
+    # every step: the cross-attention keys and values of the source never change,
+    # and the self-attention keys and values of earlier target tokens neither. These
+    # methods split ``forward`` into its projection and its attention, so that a
+    # decoder can project once, keep the heads, and attend with new queries later.
+
+    def project_self(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries, keys and values of a self-attention input ``(B, T, d_model)``: three ``(B, h, T, d_k)``, one product."""
+        self._check_width(x, "x")
+        return self._split_heads(self.in_proj(x), 3)
+
+    def project_query(self, query: torch.Tensor) -> torch.Tensor:
+        """The queries ``(B, h, T, d_k)`` of ``query`` ``(B, T, d_model)``."""
+        self._check_width(query, "query")
+        b = self.in_proj.bias
+        (q,) = self._split_heads(F.linear(query, self.in_proj.weight[: self.d_model], None if b is None else b[: self.d_model]))
+        return q
+
+    def project_key_value(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values ``(B, h, S, d_k)`` of ``memory`` ``(B, S, d_model)``, in one product.
+
+        A decoder calls it once per sentence for its cross-attention, and
+        reuses the result at every step.
+        """
+        self._check_width(memory, "memory")
+        d, b = self.d_model, self.in_proj.bias
+        k, v = self._split_heads(F.linear(memory, self.in_proj.weight[d:], None if b is None else b[d:]), 2)
+        return k, v
+
+    def attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        key_padding_mask: torch.Tensor | None = None,
+        causal: bool = False,
+        need_weights: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Attention of projected heads, then the output projection: ``forward`` after its projections.
+
+        ``q`` is ``(B, h, T, d_k)``; ``k`` and ``v`` are ``(B, h, S, d_k)``, as the
+        ``project_*`` methods return them. ``key_padding_mask`` is ``(B, S)``.
+        With ``causal=True`` the ``T`` queries are the *last* ``T`` of the ``S``
+        positions (``T <= S``): query ``i`` sits at position ``S - T + i`` and
+        sees the keys up to it. With ``T == S`` this is the usual causal mask;
+        with ``T == 1`` it is one new token that sees every cached key.
+        Returns ``(B, T, d_model)``, and the weights ``(B, h, T, S)`` with
+        ``need_weights=True``.
+        """
+        if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+            raise ValueError(
+                "attend takes heads of shape (B, h, length, d_k); got shapes "
+                f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+            )
+        heads = (self.num_heads, self.head_dim)
+        for name, x in (("q", q), ("k", k), ("v", v)):
+            if (x.shape[1], x.shape[3]) != heads:
+                raise ValueError(f"{name} must have {heads[0]} heads of width {heads[1]}, got shape {tuple(x.shape)}")
+        B, T, S = q.shape[0], q.shape[2], k.shape[2]
+        if not (k.shape[0] == v.shape[0] == B) or v.shape[2] != S:
+            raise ValueError(f"q, k, v disagree on the batch or the number of keys: {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        if causal and T > S:
+            raise ValueError(f"causal=True needs the queries to be the last positions of the keys (T <= S); got T={T}, S={S}")
+        mask = self._ignore_mask(key_padding_mask, causal and T == S, B, T, S, q.device)
+        if causal and T < S and T > 1:  # queries at positions S - T .. S - 1
+            future = torch.ones(T, S, dtype=torch.bool, device=q.device).triu(diagonal=S - T + 1)
+            mask = future if mask is None else mask | future
+        p = self.dropout if self.training else 0.0
+        explicit = need_weights or (S < self.fused_kernel_min_keys and q.device.type == "cpu")
+        if explicit:
+            heads_out, weights = scaled_dot_product_attention(q, k, v, mask, dropout=p)
+        elif mask is None or (causal and T == S and key_padding_mask is None):
+            heads_out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=causal and T == S and T > 1)
+        else:
+            heads_out = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask, dropout_p=p)
+        out = self.out_proj(heads_out.transpose(1, 2).reshape(B, T, self.d_model))
+        return (out, weights) if need_weights else out
+
+    def _check_width(self, x: torch.Tensor, name: str) -> None:
+        if not isinstance(x, torch.Tensor) or x.dim() != 3:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"{name} must have shape (B, length, d_model), got {shape}")
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"{name} has width {x.shape[-1]}, but this layer has d_model={self.d_model}")
+
     def _split_heads(self, x: torch.Tensor, parts: int = 1) -> tuple[torch.Tensor, ...]:
         """``(B, L, parts * d_model)`` -> ``parts`` tensors ``(B, h, L, d_k)``, all views."""
         x = x.unflatten(-1, (parts, self.num_heads, self.head_dim))  # (B, L, parts, h, d_k)

@@ -2,8 +2,9 @@
 
 The repository URL and branch live in one place, ``_config.yml``. Everything
 that points at the repository is derived from there: the Colab badge at the
-top of each notebook, the setup cell that installs the library in Colab, and
-the launch buttons of the built book.
+top of each notebook, the setup cell that installs the library in Colab, the
+launch buttons of the built book, and the address of the published book
+(GitHub Pages, which the README links).
 
 ``python -m attnbook.book execute notebooks/*.ipynb`` (``make execute``)
 brings each notebook's badge and setup cell up to date with ``_config.yml``,
@@ -33,6 +34,7 @@ __all__ = [
     "repository",
     "colab_url",
     "badge_markdown",
+    "pages_url",
     "setup_cell_source",
     "sync_notebook",
     "solution_cells",
@@ -86,6 +88,18 @@ def colab_url(notebook: str | Path, root: Path | None = None) -> str:
     url, branch = repository(root)
     name = Path(notebook).name
     return f"{COLAB}/github/{url.removeprefix('https://github.com/')}/blob/{branch}/notebooks/{name}"
+
+
+def pages_url(root: Path | None = None) -> str:
+    """The address of the published book: the GitHub Pages site of the configured repository.
+
+    ``https://github.com/OWNER/NAME`` publishes at ``https://owner.github.io/NAME/`` (host names are
+    lower case), and a repository named ``OWNER.github.io`` at the root of that host.
+    """
+    url, _ = repository(root)
+    owner, name = url.removeprefix("https://github.com/").split("/")
+    host = f"{owner.lower()}.github.io"
+    return f"https://{host}/" if name.lower() == host else f"https://{host}/{name}/"
 
 
 def badge_markdown(notebook: str | Path, root: Path | None = None) -> str:
