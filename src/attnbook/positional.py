@@ -49,32 +49,33 @@ def sinusoid_frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
     return base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
 
 
-def sinusoidal_table(length: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def sinusoidal_table(length: int, d_model: int, base: float = 10000.0, dtype: torch.dtype | None = None) -> torch.Tensor:
     """The sinusoidal encodings of positions ``0 .. length - 1``: shape ``(length, d_model)``.
 
     Column ``2i`` holds ``sin(ω_i p)`` and column ``2i + 1`` holds ``cos(ω_i p)``.
-    Computed in float64 (angles reach thousands of radians), returned as ``dtype``.
+    Computed in float64 (angles reach thousands of radians), returned as ``dtype``
+    (default: PyTorch's default dtype).
     """
     if length < 0:
         raise ValueError(f"length must be >= 0, got {length}")
     angles = torch.arange(length, dtype=torch.float64)[:, None] * sinusoid_frequencies(d_model, base)  # (length, d/2)
     table = torch.stack([angles.sin(), angles.cos()], dim=-1)  # (length, d/2, 2): sin, cos side by side
-    return table.reshape(length, d_model).to(dtype)
+    return table.reshape(length, d_model).to(dtype or torch.get_default_dtype())
 
 
-def rotation_for_offset(offset: int | float, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def rotation_for_offset(offset: int | float, d_model: int, base: float = 10000.0, dtype: torch.dtype | None = None) -> torch.Tensor:
     """The ``(d_model, d_model)`` matrix ``M_k`` with ``table[p + k] = M_k @ table[p]`` for every position ``p``.
 
     It is block diagonal: the pair ``(sin ω_i p, cos ω_i p)`` is turned by the
     angle ``ω_i k`` with the block ``[[cos ω_i k, sin ω_i k], [-sin ω_i k, cos ω_i k]]``
     (the angle-addition formulas). It does not depend on ``p``: moving by
     ``k`` is one linear map wherever you start. For rows of a table, use
-    ``table[p] @ M_k.T``.
+    ``table[p] @ M_k.T``. Returned as ``dtype`` (default: PyTorch's default dtype).
     """
     angles = offset * sinusoid_frequencies(d_model, base)  # (d/2,)
     cos, sin = angles.cos(), angles.sin()
     blocks = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)  # (d/2, 2, 2)
-    return torch.block_diag(*blocks).to(dtype)
+    return torch.block_diag(*blocks).to(dtype or torch.get_default_dtype())
 
 
 def _check_batch(x: torch.Tensor, d_model: int, start: int) -> None:
