@@ -301,3 +301,13 @@ def test_the_attempt_cell_rule_accepts_the_format_and_names_each_gap():
     ]:
         with pytest.raises(AssertionError, match=words):
             _check_attempt_and_solution_cells(broken(change))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_diagrams_are_shown_as_images_without_their_code(path):
+    """A diagram from attnbook.diagrams is drawn by a cell the book hides (remove-input) and stored as an image."""
+    for i, cell in enumerate(_code_cells(read_notebook(path))):
+        if "attnbook.diagrams" not in cell.source:
+            continue
+        assert "remove-input" in cell.metadata.get("tags", []), f"code cell {i} draws a diagram: tag it remove-input"
+        assert any("image/png" in o.get("data", {}) for o in cell.outputs), f"code cell {i} stored no image of its diagram"

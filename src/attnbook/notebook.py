@@ -214,6 +214,9 @@ def _figure_defaults() -> None:
 
     if _in_kernel():  # figures inline, whatever MPLBACKEND says
         mpl.use("module://matplotlib_inline.backend_inline")
+        # Importing the backend hooks it into IPython now rather than at the first pyplot call, so that
+        # a Figure made without pyplot (attnbook.diagrams) shows as an image when a cell ends with it.
+        import matplotlib_inline.backend_inline  # noqa: F401
 
     mpl.rcParams.update(
         {
