@@ -14,7 +14,9 @@ Each module holds one idea of the book, named after it:
 - ``attnbook.translate``   chapter 8: the command line ``attnbook-translate`` (train, evaluate, translate; torchrun)
 - ``attnbook.fastformer``  chapter 9: Fastformer's additive attention, its layer and encoder, a softmax baseline
 - ``attnbook.exercises``   the checkers for every chapter's exercises
-- ``attnbook.notebook``    notebook conventions: setup, showing source
+- ``attnbook.notebook``    notebook conventions: setup, showing source, strict warnings under the tests
+- ``attnbook.diagrams``    the schematic diagrams of chapters 2 to 6, drawn by code
+- ``attnbook.book``        the book's machinery: Colab links, executing notebooks, exercise numbers
 
 Importing the package imports nothing heavy; import the module you need.
 """
