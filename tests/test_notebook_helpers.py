@@ -50,15 +50,20 @@ def test_show_source_text_is_the_source():
         source_of(42)
 
 
-def test_setup_pins_cpu_kernels_when_it_runs_before_torch():
+def test_setup_leaves_the_cpu_kernels_to_pytorch():
+    """Portability comes from float64, not from pinning kernels: a pin such as
+    ATEN_CPU_CAPABILITY=avx2 is an invalid value on ARM, where PyTorch warns about it in every
+    notebook, and it kept the suite from testing the machine's own kernels."""
+    import os
     import subprocess
     import sys
 
+    kernel_variables = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")
     code = (
-        "from attnbook.notebook import setup, PINNED_CPU_KERNELS; import os; setup(figures=False); "
-        "import torch; print(all(os.environ[k] == v for k, v in PINNED_CPU_KERNELS.items()), torch.backends.cpu.get_cpu_capability())"
+        "import os; from attnbook.notebook import setup; setup(figures=False); "
+        f"print(sorted(k for k in {kernel_variables!r} if k in os.environ))"
     )
-    env = {k: v for k, v in __import__("os").environ.items() if k not in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")}
-    pinned, capability = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.split()
-    assert pinned == "True"
-    assert capability != "AVX512", "setup() must cap PyTorch's CPU kernels below AVX-512"
+    env = {k: v for k, v in os.environ.items() if k not in kernel_variables}
+    result = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert result.stdout.strip() == "[]"
+    assert not result.stderr

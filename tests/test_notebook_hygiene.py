@@ -7,7 +7,7 @@ import re
 import pytest
 
 from attnbook.book import SETUP_TAG, badge_markdown, setup_cell_source
-from conftest import NOTEBOOKS, ROOT, read_notebook
+from conftest import NOTEBOOKS, ROOT, read_notebook, training_cells
 
 IDS = [p.name for p in NOTEBOOKS]
 LOCAL_PATH = re.compile(r"(/home/|/Users/|/root/|/tmp/|/work/|[A-Z]:\\\\Users|site-packages|\.venv)")
@@ -311,3 +311,33 @@ def test_diagrams_are_shown_as_images_without_their_code(path):
             continue
         assert "remove-input" in cell.metadata.get("tags", []), f"code cell {i} draws a diagram: tag it remove-input"
         assert any("image/png" in o.get("data", {}) for o in cell.outputs), f"code cell {i} stored no image of its diagram"
+
+
+FLOAT64 = re.compile(r"^torch\.set_default_dtype\(torch\.float64\)", re.M)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_a_notebook_that_trains_computes_in_float64(path):
+    """The portability rule (README, "Contributing a chapter"): outputs that depend on training
+    reproduce on every CPU only in float64, so a notebook that trains sets it first."""
+    nb = read_notebook(path)
+    trained = training_cells(nb)
+    if not trained:
+        return
+    code = _code_cells(nb)
+    first = code[1]  # the first code cell after the setup cell
+    assert FLOAT64.search(first.source), (
+        f"code cell {trained[0]} trains (train(...), .backward() or an optimizer's .step()), so the first code cell "
+        "after the setup cell must call torch.set_default_dtype(torch.float64) before any model or tensor is built: "
+        "float32 training gives different printed numbers on different CPUs (see book/reproducibility.md)"
+    )
+    start = FLOAT64.search(first.source).start()
+    assert not re.search(r"torch\.(tensor|randn?|zeros|ones|empty|full|arange|linspace)\(|nn\.[A-Z]", first.source[:start]), (
+        "torch.set_default_dtype(torch.float64) must come before the first tensor or model is built"
+    )
+    for i, cell in enumerate(code):
+        for match in re.finditer(r"set_default_dtype\(([^)]*)\)", cell.source):
+            assert match.group(1).strip() == "torch.float64", (
+                f"code cell {i} switches the default dtype to {match.group(1)}: build float32 tensors explicitly "
+                "(dtype=torch.float32, .float()) in timing cells instead"
+            )

@@ -2,7 +2,10 @@
 
 Every chapter starts with ``setup()``: it seeds Python, NumPy and PyTorch, fixes
 the thread count (so numbers printed on a laptop, in CI and in Colab agree),
-picks the device and sets figure defaults. Every chapter that packages an idea
+picks the device and sets figure defaults. It leaves the choice of CPU kernels
+to PyTorch: a chapter whose outputs depend on training computes in float64
+instead, which makes its printed numbers the same on every CPU (see the book's
+page on reproducibility). Every chapter that packages an idea
 shows the packaged code with ``show_source``; because the source lands in the
 stored output, nbval notices when the library changed but the notebook was not
 re-run.
@@ -29,12 +32,6 @@ __all__ = ["Setup", "in_colab", "setup", "show_source", "source_of", "STRICT_WAR
 
 #: Threads used everywhere unless asked otherwise: Colab's free tier and CI have 2 cores.
 DEFAULT_THREADS = 2
-
-#: CPU kernels capped at AVX2 (PyTorch's own, oneDNN's and MKL's), so that machines with and
-#: without AVX-512 take the same code paths and print the same numbers. Effective only when set
-#: before torch is first imported, which is why setup() is the first call of every notebook.
-PINNED_CPU_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}
-
 
 #: When this environment variable is set (non-empty, not "0"), ``setup()`` calls :func:`strict_deprecations`.
 #: The test suite sets it for the kernels it starts (``notebooks/conftest.py``), and so does ``attnbook.book execute``.
@@ -182,10 +179,6 @@ def setup(seed: int = 0, threads: int = DEFAULT_THREADS, device: str | None = No
     variable ``ATTNBOOK_DEVICE``); ``"auto"`` takes a GPU when there is one.
     The CPU is the default so that the stored outputs are reproduced exactly.
     """
-    if "torch" not in sys.modules:
-        for key, value in PINNED_CPU_KERNELS.items():
-            os.environ.setdefault(key, value)
-
     import numpy as np
     import torch
 
