@@ -57,6 +57,7 @@ def test_config_has_what_the_book_needs():
     assert config["execute"]["execute_notebooks"] == "off"
     assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
     assert "sphinx_exercise" in config["sphinx"]["extra_extensions"]
+    assert "attnbook.book" in config["sphinx"]["extra_extensions"], "exercises are numbered per chapter by attnbook.book"
     assert config["html"]["use_repository_button"] and config["html"]["use_issues_button"]
     assert config["bibtex_bibfiles"] == ["book/references.bib"]
 
@@ -85,3 +86,30 @@ def test_strict_book_build_has_no_warnings_and_colab_links(tmp_path):
         page = (html / "notebooks" / f"{nb.stem}.html").read_text()
         assert f'href="{colab_url(nb.name)}"' in page, f"{nb.stem}.html lacks its Colab link"
         assert "attnbook @ git+" not in page, f"{nb.stem}.html shows the setup cell"
+        chapter = int(nb.stem.split("_")[0])
+        titles = re.findall(r'<p class="admonition-title">\s*<span class="caption-number">Exercise ([\d.]+) </span>', page)
+        expected = [f"{chapter}.{k}" for k in range(1, len(titles) + 1)]
+        assert titles and titles == expected, f"{nb.stem}.html numbers its exercises {titles}, not {expected}"
+
+
+def test_exercises_are_numbered_within_their_chapter():
+    from types import SimpleNamespace
+
+    from attnbook.book import chapter_number, number_exercises_by_chapter
+
+    assert chapter_number("notebooks/04_self_attention") == 4
+    assert chapter_number("notebooks/10_beyond") == 10
+    assert chapter_number("book/glossary") is None
+    env = SimpleNamespace(
+        toc_fignumbers={
+            "notebooks/03_attention": {"exercise": {"a": (12,), "b": (11,)}, "figure": {"f": (3,)}},
+            "notebooks/04_self_attention": {"exercise": {"c": (18,), "d": (19,), "e": (20,)}},
+            "book/glossary": {"exercise": {"g": (21,)}},
+        }
+    )
+    changed = number_exercises_by_chapter(None, env)
+    assert env.toc_fignumbers["notebooks/03_attention"] == {"exercise": {"b": (3, 1), "a": (3, 2)}, "figure": {"f": (3,)}}
+    assert env.toc_fignumbers["notebooks/04_self_attention"]["exercise"] == {"c": (4, 1), "d": (4, 2), "e": (4, 3)}
+    assert env.toc_fignumbers["book/glossary"]["exercise"] == {"g": (21,)}, "a page that is not a chapter keeps its number"
+    assert sorted(changed) == ["notebooks/03_attention", "notebooks/04_self_attention"]
+    assert number_exercises_by_chapter(None, env) == [], "numbering twice changes nothing"

@@ -9,6 +9,8 @@ import pkgutil
 import pytest
 
 import attnbook.diagrams as diagrams
+from matplotlib.figure import Figure
+
 from attnbook.diagrams import Box, Diagram
 
 
@@ -41,6 +43,19 @@ def test_diagram_errors_name_the_problem():
         d.arrow("a", "z")
     with pytest.raises(ValueError, match="positive size"):
         Diagram(0, 3)
+    with pytest.raises(ValueError, match="unknown label_side"):
+        d.arrow("a", (3, 3), shape="(B, T)", label_side="top")
+
+
+def test_routed_arrow_labels_its_longest_segment():
+    d = Diagram(6, 4)
+    d.box("a", 1, 0.5, "a")
+    d.box("b", 5, 3.5, "b", fill="#ffeedd")
+    d.arrow("a", "b", shape="(B, S)", label_side="above", start_side="top", end_side="left", via=[(1, 3.5)])
+    (label,) = [t for t in d.ax.texts if t.get_text() == "(B, S)"]
+    x, y = label.get_position()
+    assert y > 3.5 and 1 < x < 5, "the label sits above the long horizontal segment"
+    assert d.ax.patches[1].get_facecolor()[:3] == pytest.approx((1.0, 0xEE / 255, 0xDD / 255))
 
 
 CHAPTER_MODULES = [m.name for m in pkgutil.iter_modules(diagrams.__path__)]
@@ -54,4 +69,38 @@ def test_every_chapter_diagram_draws(module):
     for fn in functions:
         if inspect.isfunction(fn):
             figure = fn()
-            assert figure.axes, f"{module}.{fn.__name__} drew nothing"
+            assert isinstance(figure, Figure) and figure.axes, f"{module}.{fn.__name__} drew nothing"
+            _assert_texts_inside_and_apart(figure, f"{module}.{fn.__name__}")
+
+
+def _assert_texts_inside_and_apart(figure, name):
+    """Every label lies on the card, and no two labels overlap (a clipped or colliding label is unreadable)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    card = figure.bbox
+    boxes = []
+    for ax in figure.axes:
+        for text in ax.texts:
+            if not text.get_text().strip():
+                continue
+            box = text.get_window_extent(renderer)
+            assert card.x0 - 1 <= box.x0 and box.x1 <= card.x1 + 1 and card.y0 - 1 <= box.y0 and box.y1 <= card.y1 + 1, (
+                f"{name}: the label {text.get_text()!r} runs off the card"
+            )
+            boxes.append((text.get_text(), box.padded(-1)))
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1 :]:
+            assert not box_a.overlaps(box_b), f"{name}: the labels {a!r} and {b!r} overlap"
+
+
+def test_the_layout_check_catches_clipped_and_colliding_labels():
+    d = Diagram(4, 3)
+    d.box("a", 2, 1.5, "a label that is far too long for this card, and longer, and longer still")
+    with pytest.raises(AssertionError, match="runs off the card"):
+        _assert_texts_inside_and_apart(d.figure, "planted")
+    d = Diagram(4, 3)
+    d.box("a", 2, 1.0, "embedding")
+    d.note(2.1, 1.05, "a note on top")
+    with pytest.raises(AssertionError, match="overlap"):
+        _assert_texts_inside_and_apart(d.figure, "planted")

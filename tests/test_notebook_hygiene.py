@@ -155,3 +155,159 @@ def test_notebook_never_redefines_the_library(path):
                     f"code cell {i} defines {node.name}, which {library[node.name]} already defines: "
                     "import it, or give the hand-built version its own name"
                 )
+
+
+CHECK_CALL = re.compile(r"^(check_\w+)\((\w+)\)\s*$", re.M)
+
+
+def _function(source: str, name: str):
+    import ast
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    tree = ast.parse(TransformerManager().transform_cell(source))
+    return next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name), None)
+
+
+def _is_stub(function) -> bool:
+    """A docstring, then `...` and nothing else."""
+    import ast
+
+    body = function.body
+    has_doc = bool(body) and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)
+    rest = body[1:] if has_doc else body
+    return has_doc and len(rest) == 1 and isinstance(rest[0], ast.Expr) and getattr(rest[0].value, "value", None) is Ellipsis
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_coding_exercise_has_an_attempt_cell_and_a_hidden_solution(path):
+    """Exercise, attempt cell (stub + checker, stored 'not attempted yet'), then the solution, hidden where a learner runs it.
+
+    A coding exercise is one whose solution calls a checker (``check_name(function)``).
+    """
+    _check_attempt_and_solution_cells(read_notebook(path))
+
+
+def _check_attempt_and_solution_cells(nb):
+    import ast
+
+    from attnbook.book import SOLUTION_TITLE
+    from attnbook.exercises import NOT_ATTEMPTED
+
+    starts = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "{solution-start}" in c.source]
+    for start in starts:
+        label = re.search(r"\{solution-start\} ([\w-]+)", nb.cells[start].source).group(1)
+        end = next(i for i in range(start, len(nb.cells)) if "{solution-end}" in nb.cells[i].source)
+        solution = [c for c in nb.cells[start + 1 : end] if c.cell_type == "code"]
+        for cell in solution:
+            assert cell.source.split("\n", 1)[0] == SOLUTION_TITLE, f"solution {label}: its first line is the Colab form title"
+            assert cell.metadata.get("cellView") == "form", f"solution {label}: a Colab form (cellView: form) hides it in Colab"
+            assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, f"solution {label}: hidden in JupyterLab"
+        calls = sorted({call for cell in solution for call in CHECK_CALL.findall(cell.source)})
+        if not calls:
+            continue  # an open exercise: its solution runs an experiment
+        attempt = nb.cells[start - 1]
+        where = f"exercise {label}"
+        assert attempt.cell_type == "code", f"{where}: the cell just before its solution-start is the attempt cell"
+        exercise = nb.cells[start - 2]
+        assert exercise.cell_type == "markdown" and f":label: {label}" in exercise.source, (
+            f"{where}: the attempt cell comes right after the exercise"
+        )
+        assert "@title" not in attempt.source and not attempt.metadata.get("jupyter", {}).get("source_hidden"), (
+            f"{where}: the attempt cell is shown, not hidden"
+        )
+        assert sorted(set(CHECK_CALL.findall(attempt.source))) == calls, f"{where}: the attempt cell makes the solution's checker call(s) {calls}"
+        for checker, name in calls:
+            assert re.search(rf"^from attnbook\.exercises\.\w+ import .*\b{checker}\b", attempt.source, re.M), (
+                f"{where}: the attempt cell imports {checker}"
+            )
+            stub = _function(attempt.source, name)
+            assert stub is not None and _is_stub(stub), f"{where}: the attempt cell defines {name} as a stub: a docstring, then `...`"
+            answer = next(f for cell in solution if (f := _function(cell.source, name)) is not None)
+            assert ast.unparse(stub.args) == ast.unparse(answer.args), (
+                f"{where}: the stub's signature ({ast.unparse(stub.args)}) differs from the solution's ({ast.unparse(answer.args)})"
+            )
+        shown = "\n".join(_text_of(o) for o in attempt.outputs)
+        assert all(o.output_type != "error" for o in attempt.outputs) and "Traceback" not in shown, f"{where}: the attempt cell stored an error"
+        assert shown.count(f"○ ") == len(calls) and shown.count(NOT_ATTEMPTED) == len(calls), (
+            f"{where}: the attempt cell's stored output is the checker's '{NOT_ATTEMPTED}' message, got {shown[:200]!r}"
+        )
+
+
+def _exercise_notebook():
+    """A chapter's coding exercise in the required format, as `attnbook.book execute` leaves it."""
+    import nbformat
+
+    from attnbook.book import hide_solution
+
+    v4 = nbformat.v4
+    attempt = v4.new_code_cell(
+        "from attnbook.exercises.ch00_tensors import check_stable_softmax\n\n\n"
+        'def stable_softmax(x, dim=-1):\n    """The softmax of x along dim, without overflow."""\n    ...  # your code here\n\n\n'
+        "check_stable_softmax(stable_softmax)"
+    )
+    attempt.outputs = [v4.new_output("execute_result", {"text/plain": "○ stable_softmax: not attempted yet (it returned None). ..."})]
+    solution = v4.new_code_cell(
+        "from attnbook.exercises.ch00_tensors import check_stable_softmax\n\n\n"
+        "def stable_softmax(x, dim=-1):\n    return (x - x.amax(dim, keepdim=True)).softmax(dim)\n\n\n"
+        "check_stable_softmax(stable_softmax)"
+    )
+    solution.outputs = [v4.new_output("execute_result", {"text/plain": "✓ stable_softmax: all 5 cases pass."})]
+    hide_solution(solution)
+    nb = v4.new_notebook()
+    nb.cells = [
+        v4.new_markdown_cell("```{exercise} A stable softmax\n:label: ch00-stable\n\nWrite it.\n```"),
+        attempt,
+        v4.new_markdown_cell("```{solution-start} ch00-stable\n:class: dropdown\n```"),
+        solution,
+        v4.new_markdown_cell("```{solution-end}\n```"),
+    ]
+    return nb
+
+
+def test_the_attempt_cell_rule_accepts_the_format_and_names_each_gap():
+    _check_attempt_and_solution_cells(_exercise_notebook())
+
+    def broken(change):
+        nb = _exercise_notebook()
+        change(nb)
+        return nb
+
+    def no_attempt(nb):
+        del nb.cells[1]
+
+    def shown_solution(nb):
+        nb.cells[3].metadata.pop("cellView")
+
+    def solved_attempt(nb):
+        nb.cells[1].source = nb.cells[1].source.replace("...  # your code here", "return x.softmax(dim)")
+
+    def other_signature(nb):
+        nb.cells[1].source = nb.cells[1].source.replace("(x, dim=-1)", "(x)")
+
+    def traceback(nb):
+        nb.cells[1].outputs = [__import__("nbformat").v4.new_output("error", ename="NameError", evalue="x", traceback=["Traceback"])]
+
+    def other_checker(nb):
+        nb.cells[1].source = nb.cells[1].source.rsplit("\n", 1)[0]  # the checker call is the last line
+
+    for change, words in [
+        (no_attempt, "attempt cell"),
+        (shown_solution, "Colab form"),
+        (solved_attempt, "stub"),
+        (other_signature, "signature"),
+        (traceback, "stored an error"),
+        (other_checker, "checker call"),
+    ]:
+        with pytest.raises(AssertionError, match=words):
+            _check_attempt_and_solution_cells(broken(change))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_diagrams_are_shown_as_images_without_their_code(path):
+    """A diagram from attnbook.diagrams is drawn by a cell the book hides (remove-input) and stored as an image."""
+    for i, cell in enumerate(_code_cells(read_notebook(path))):
+        if "attnbook.diagrams" not in cell.source:
+            continue
+        assert "remove-input" in cell.metadata.get("tags", []), f"code cell {i} draws a diagram: tag it remove-input"
+        assert any("image/png" in o.get("data", {}) for o in cell.outputs), f"code cell {i} stored no image of its diagram"

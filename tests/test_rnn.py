@@ -175,3 +175,59 @@ def test_config_is_validated():
         Seq2SeqConfig(10, 10, attention="yes")
     with pytest.raises(TypeError, match="Seq2SeqConfig"):
         Seq2Seq({"src_vocab_size": 10})
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_bidirectional_encoder_joins_two_directions_and_ignores_padding(layers):
+    torch.manual_seed(0)
+    enc = GRUEncoder(12, 6, 10, num_layers=layers, bidirectional=True).eval()
+    batch = make_batch(SOURCES, TARGETS)
+    outputs, state = enc(batch.src, batch.src_mask)
+    assert outputs.shape == (3, 5, 10) and state.shape == (layers, 3, 10), "the same shapes as one direction"
+    for b, x in enumerate(SOURCES):
+        n = len(x)
+        alone_out, alone_state = enc(torch.tensor([x]))
+        assert torch.allclose(outputs[b, :n], alone_out[0], atol=1e-6) and torch.all(outputs[b, n:] == 0)
+        assert torch.allclose(state[:, b], alone_state[:, 0], atol=1e-6)
+        # the top layer's final state: forward after the last token, backward after the first
+        assert torch.allclose(state[-1, b, :5], outputs[b, n - 1, :5], atol=1e-6)
+        assert torch.allclose(state[-1, b, 5:], outputs[b, 0, 5:], atol=1e-6)
+    # one layer: the forward half is a GRU reading left to right, the backward half one reading right to left
+    if layers == 1:
+        forward = torch.nn.GRU(6, 5, batch_first=True)
+        backward = torch.nn.GRU(6, 5, batch_first=True)
+        with torch.no_grad():
+            for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
+                getattr(forward, name).copy_(getattr(enc.rnn, name))
+                getattr(backward, name).copy_(getattr(enc.rnn, name + "_reverse"))
+        x = torch.tensor([SOURCES[0]])
+        e = enc.embedding(x)
+        out, _ = enc(x)
+        assert torch.allclose(out[0, :, :5], forward(e)[0][0], atol=1e-6)
+        assert torch.allclose(out[0, :, 5:], backward(e.flip(1))[0][0].flip(0), atol=1e-6)
+
+
+@pytest.mark.parametrize("attention", [False, True], ids=["plain", "attention"])
+def test_bidirectional_seq2seq_follows_the_protocol(attention):
+    model = _model(attention, bidirectional=True)
+    assert model.encoder.rnn.bidirectional and model.encoder.rnn.hidden_size == 5
+    batch = make_batch(SOURCES, TARGETS)
+    teacher = model(batch.src, batch.src_mask, batch.tgt_in)
+    state = model.start(batch.src, batch.src_mask)
+    steps = []
+    for t in range(batch.tgt_in.shape[1]):
+        logits, state = model.step(batch.tgt_in[:, t], state)
+        steps.append(logits)
+    assert torch.allclose(torch.stack(steps, dim=1), teacher, atol=1e-5)
+    model.train()
+    model(batch.src, batch.src_mask, batch.tgt_in).sum().backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_bidirectional_needs_an_even_width():
+    with pytest.raises(ValueError, match="must be even, got 9"):
+        Seq2SeqConfig(10, 10, hidden_size=9, bidirectional=True)
+    with pytest.raises(ValueError, match="must be even, got 7"):
+        GRUEncoder(10, 4, 7, bidirectional=True)
+    with pytest.raises(TypeError, match="bidirectional must be True or False"):
+        Seq2SeqConfig(10, 10, bidirectional=1)

@@ -12,7 +12,20 @@ import torch.nn.functional as F
 
 import attnbook.train as train_module
 from attnbook.rnn import Seq2Seq, Seq2SeqConfig
-from attnbook.train import CheckpointMismatch, History, evaluate, load_checkpoint, read_checkpoint, save_checkpoint, sequence_loss, train
+from attnbook.train import (
+    CheckpointMismatch,
+    History,
+    NoamSchedule,
+    evaluate,
+    load_checkpoint,
+    noam_lr,
+    paper_optimizer,
+    read_checkpoint,
+    save_checkpoint,
+    sequence_loss,
+    smoothed_targets,
+    train,
+)
 from toy_seq2seq import batches_of, one_thread, reversal_pairs  # noqa: F401 (fixture)
 
 PAIRS = reversal_pairs(256, vocab_size=10, max_len=6)
@@ -50,14 +63,135 @@ def test_sequence_loss_ignores_whatever_the_model_says_at_padding():
     assert torch.isclose(sequence_loss(logits, other_pad, pad_id=6), sequence_loss(logits, targets.masked_fill(targets == 6, 0)))
 
 
-def test_sequence_loss_label_smoothing_matches_pytorch():
+def test_label_smoothing_by_hand():
+    """V = 5, eps = 0.3: the true class gets 0.7, each of the 3 classes that are neither true nor <pad> gets 0.1."""
+    logits = torch.tensor([[[0.0, 1.0, 2.0, 0.5, -1.0], [3.0, 0.0, 0.0, 1.0, 2.0], [1.0, 1.0, 1.0, 1.0, 1.0]]])
+    targets = torch.tensor([[2, 4, 0]])  # the third position is padding
+    lp = torch.log_softmax(logits[0], dim=-1)
+    first = -(0.7 * lp[0, 2] + 0.1 * (lp[0, 1] + lp[0, 3] + lp[0, 4]))  # column 0 (<pad>) gets nothing
+    second = -(0.7 * lp[1, 4] + 0.1 * (lp[1, 1] + lp[1, 2] + lp[1, 3]))
+    assert torch.isclose(sequence_loss(logits, targets, label_smoothing=0.3), (first + second) / 2)
+    assert torch.isclose(sequence_loss(logits, targets, label_smoothing=0.3, reduction="sum"), first + second)
+    expected = torch.tensor([[[0.0, 0.1, 0.7, 0.1, 0.1], [0.0, 0.1, 0.1, 0.1, 0.7], [0.0] * 5]])
+    assert torch.allclose(smoothed_targets(targets, 5, 0.3), expected)
+
+
+def test_label_smoothing_is_cross_entropy_against_the_smoothed_targets():
     torch.manual_seed(2)
-    logits = torch.randn(3, 5, 9)
+    logits = torch.randn(3, 5, 9, dtype=torch.float64)
     targets = torch.randint(1, 9, (3, 5))
     targets[0, 3:] = 0
     real = targets != 0
-    expected = F.cross_entropy(logits[real], targets[real], label_smoothing=0.1)
+    q = smoothed_targets(targets, 9, 0.1)
+    assert torch.allclose(q[real].sum(-1), torch.ones(int(real.sum()), dtype=q.dtype))
+    assert torch.all(q[..., 0] == 0) and torch.all(q[~real] == 0)
+    assert torch.allclose(q[real].max(-1).values, torch.full((int(real.sum()),), 0.9, dtype=q.dtype))
+    expected = -(q * torch.log_softmax(logits, -1)).sum(-1)[real].mean()
     assert torch.isclose(sequence_loss(logits, targets, label_smoothing=0.1), expected)
+    # PyTorch's label_smoothing spreads eps over all V classes, the true one and <pad> included: another loss
+    pytorch = F.cross_entropy(logits[real], targets[real], label_smoothing=0.1)
+    assert not torch.isclose(sequence_loss(logits, targets, label_smoothing=0.1), pytorch)
+    # without smoothing it is the plain cross-entropy, exactly as before
+    assert torch.equal(sequence_loss(logits, targets), F.cross_entropy(logits.reshape(-1, 9), targets.reshape(-1), ignore_index=0, reduction="sum") / real.sum())
+
+
+def test_label_smoothing_ignores_padding_positions_and_is_minimal_at_its_targets():
+    torch.manual_seed(3)
+    logits = torch.randn(2, 4, 7, dtype=torch.float64)
+    targets = torch.tensor([[4, 5, 2, 0], [6, 2, 0, 0]])
+    noisy = logits.clone()
+    noisy[targets == 0] = 100 * torch.randn_like(noisy[targets == 0])
+    assert torch.isclose(sequence_loss(logits, targets, label_smoothing=0.1), sequence_loss(noisy, targets, label_smoothing=0.1))
+    # the loss is smallest when the model predicts exactly the smoothed distribution (its entropy)
+    q = smoothed_targets(targets, 7, 0.1).double()
+    best = torch.where(q > 0, q.log(), torch.tensor(-1e4, dtype=q.dtype))
+    entropy = -torch.special.xlogy(q, q).sum(-1)[targets != 0].mean()
+    assert torch.isclose(sequence_loss(best, targets, label_smoothing=0.1), entropy, atol=1e-9)
+    assert sequence_loss(best + 0.1 * torch.randn_like(best), targets, label_smoothing=0.1) > entropy
+    one_hot = torch.full_like(logits, -1e4).scatter(-1, targets[..., None], 0.0)
+    assert sequence_loss(one_hot, targets, label_smoothing=0.1) > 999, "a fully confident model pays for the smoothed mass"
+    assert sequence_loss(one_hot, targets) < 1e-9
+
+
+def test_label_smoothing_errors():
+    logits = torch.randn(1, 2, 5)
+    targets = torch.tensor([[3, 4]])
+    for bad in (-0.1, 1.0, 1.5):
+        with pytest.raises(ValueError, match=r"label_smoothing must be in \[0, 1\)"):
+            sequence_loss(logits, targets, label_smoothing=bad)
+    with pytest.raises(TypeError, match="label_smoothing must be a number"):
+        sequence_loss(logits, targets, label_smoothing="0.1")
+    with pytest.raises(ValueError, match="at least 3 tokens"):
+        sequence_loss(logits[..., :2], torch.tensor([[1, 1]]), label_smoothing=0.1)
+
+
+# --- the recipe: schedule and optimizer ------------------------------------------
+
+
+def test_noam_lr_by_hand():
+    assert math.isclose(noam_lr(1, 512, 4000), 512**-0.5 * 4000**-1.5)
+    assert math.isclose(noam_lr(4000, 512, 4000), 512**-0.5 * 4000**-0.5)  # the peak
+    assert math.isclose(noam_lr(16000, 512, 4000), 512**-0.5 / 126.49110640673517)
+    assert math.isclose(noam_lr(10, 64, 100, factor=2.0), 2 * 64**-0.5 * 10 * 100**-1.5)
+    steps = torch.arange(1, 20001)
+    curve = noam_lr(steps, 512, 4000)
+    assert int(curve.argmax()) + 1 == 4000 and torch.all(curve[1:4000] > curve[:3999]) and torch.all(curve[4000:] < curve[3999:-1])
+    with pytest.raises(ValueError, match="steps count from 1"):
+        noam_lr(0, 512)
+
+
+def test_noam_schedule_sets_the_rate_of_every_optimizer_step():
+    w = torch.nn.Parameter(torch.zeros(3))
+    opt = torch.optim.Adam([w], lr=123.0)  # the schedule sets the rate outright
+    sched = NoamSchedule(opt, d_model=16, warmup=5, factor=2.0)
+    seen = []
+    for _ in range(12):
+        seen.append(opt.param_groups[0]["lr"])
+        w.grad = torch.ones(3)
+        opt.step()
+        sched.step()
+    assert seen == pytest.approx([noam_lr(s, 16, 5, 2.0) for s in range(1, 13)], rel=1e-12)
+    assert sched.get_last_lr() == pytest.approx([noam_lr(13, 16, 5, 2.0)])
+    # resuming from a state dict continues the curve
+    opt2 = torch.optim.Adam([torch.nn.Parameter(torch.zeros(3))], lr=1.0)
+    resumed = NoamSchedule(opt2, d_model=16, warmup=5, factor=2.0)
+    resumed.load_state_dict(sched.state_dict())
+    resumed.step()
+    sched.step()
+    assert resumed.get_last_lr() == sched.get_last_lr()
+    assert isinstance(sched, torch.optim.lr_scheduler.LRScheduler)
+
+
+def test_noam_schedule_errors():
+    opt = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])
+    with pytest.raises(ValueError, match="d_model must be an int >= 1"):
+        NoamSchedule(opt, d_model=0)
+    with pytest.raises(ValueError, match="warmup must be an int >= 1"):
+        NoamSchedule(opt, d_model=8, warmup=0)
+    with pytest.raises(ValueError, match="factor must be > 0"):
+        NoamSchedule(opt, d_model=8, factor=0)
+
+
+def test_paper_optimizer_drives_train():
+    from dataclasses import dataclass
+
+    @dataclass
+    class Config:
+        d_model: int = 24
+
+    model = _model()
+    opt, sched = paper_optimizer(model, d_model=24, warmup=10)
+    group = opt.param_groups[0]
+    assert isinstance(opt, torch.optim.Adam) and group["betas"] == (0.9, 0.98) and group["eps"] == 1e-9
+    assert group["lr"] == pytest.approx(noam_lr(1, 24, 10))
+    train(model, TRAIN, epochs=2, optimizer=opt, scheduler=sched, plot=False, verbose=False)
+    assert sched.last_epoch == 2 * len(TRAIN)
+    assert group["lr"] == pytest.approx(noam_lr(2 * len(TRAIN) + 1, 24, 10))
+    with pytest.raises(ValueError, match="no config.d_model"):
+        paper_optimizer(model)
+    linear = torch.nn.Linear(2, 2)
+    linear.config = Config()
+    assert paper_optimizer(linear)[1].d_model == 24
 
 
 def test_sequence_loss_errors():
@@ -138,6 +272,23 @@ def test_scheduler_is_stepped_every_batch():
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (s + 1))
     train(model, TRAIN, epochs=1, optimizer=opt, scheduler=sched, plot=False, verbose=False)
     assert sched.last_epoch == len(TRAIN)
+
+
+def test_callbacks_see_every_step_and_epoch_and_can_stop_training():
+    steps, epochs = [], []
+
+    def on_step(info):
+        steps.append(info)
+        return info.step == len(TRAIN) + 2  # stop two batches into the second epoch
+
+    history = train(_model(), TRAIN, VALID, epochs=5, plot=False, verbose=False, on_step=on_step, on_epoch=epochs.append)
+    assert [s.step for s in steps] == list(range(1, len(TRAIN) + 3))
+    assert [(s.epoch, s.batch, s.batches) for s in steps[-3:]] == [(1, len(TRAIN), len(TRAIN)), (2, 1, len(TRAIN)), (2, 2, len(TRAIN))]
+    assert all(s.tokens == int((b.tgt_out != 0).sum()) and math.isfinite(s.loss) for s, b in zip(steps, TRAIN))
+    assert history.stopped_by == "on_step during epoch 2" and len(history.epochs) == 2
+    assert epochs == history.epochs and epochs[1].valid_loss is not None  # the cut-short epoch is validated and reported
+    stopped = train(_model(), TRAIN, epochs=5, plot=False, verbose=False, on_epoch=lambda log: log.epoch == 3)
+    assert len(stopped.epochs) == 3 and stopped.stopped_by == "on_epoch after epoch 3"
 
 
 def test_bad_arguments_are_clear_errors():

@@ -7,12 +7,16 @@ Each module holds one idea of the book, named after it:
 - ``attnbook.masks``       chapters 1, 3, 5: padding and causal masks
 - ``attnbook.rnn``         chapter 2: the GRU encoder-decoder
 - ``attnbook.train``       chapters 2 and 8: the training loop
-- ``attnbook.decode``      chapters 2 and 8: greedy decoding
+- ``attnbook.decode``      chapters 2 and 8: greedy decoding, beam search
 - ``attnbook.attention``   chapters 3 to 5: scoring, masked softmax, multi-head attention
 - ``attnbook.positional``  chapter 6: positional encodings
 - ``attnbook.transformer`` chapter 7: the encoder-decoder Transformer, with a key-value cache for decoding
+- ``attnbook.translate``   chapter 8: the command line ``attnbook-translate`` (train, evaluate, translate; torchrun)
+- ``attnbook.fastformer``  chapter 9: Fastformer's additive attention, its layer and encoder, a softmax baseline
 - ``attnbook.exercises``   the checkers for every chapter's exercises
-- ``attnbook.notebook``    notebook conventions: setup, showing source
+- ``attnbook.notebook``    notebook conventions: setup, showing source, strict warnings under the tests
+- ``attnbook.diagrams``    the schematic diagrams of chapters 2 to 6, drawn by code
+- ``attnbook.book``        the book's machinery: Colab links, executing notebooks, exercise numbers
 
 Importing the package imports nothing heavy; import the module you need.
 """

@@ -10,6 +10,11 @@ launch buttons of the built book, and the address of the published book
 brings each notebook's badge and setup cell up to date with ``_config.yml``,
 runs it top to bottom in a fresh kernel with fixed seeds, and stores the
 outputs, so that what nbval compares is never stale.
+
+The module is also a Sphinx extension (``_config.yml`` lists it): it numbers
+each chapter's exercises within the chapter, "Exercise 4.2" for the second
+exercise of ``notebooks/04_self_attention.ipynb``, whatever the chapters
+before it hold.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ __all__ = [
     "solution_cells",
     "hide_solution",
     "execute_notebook",
+    "chapter_number",
+    "number_exercises_by_chapter",
 ]
 
 #: d2l is installed without its dependencies (its hard pins break on Python 3.12+ and in Colab).
@@ -191,7 +198,8 @@ def execute_notebook(path: str | Path, timeout: int = 600) -> float:
         raise FileNotFoundError(f"no notebook at {path}")
     nb = nbformat.read(path, as_version=4)
     sync_notebook(nb, path.name)
-    env_fix = {"PYTHONHASHSEED": "0"}
+    # Deterministic hashing; and the course's DeprecationWarnings as errors, as under the test suite.
+    env_fix = {"PYTHONHASHSEED": "0", "ATTNBOOK_STRICT_WARNINGS": "1"}
     old = {k: os.environ.get(k) for k in env_fix}
     os.environ.update(env_fix)
     try:
@@ -217,6 +225,46 @@ def execute_notebook(path: str | Path, timeout: int = 600) -> float:
     nbformat.write(nb, tmp)
     tmp.replace(path)
     return seconds
+
+
+_CHAPTER_DOC = re.compile(r"(?:^|/)(\d+)_[^/]+$")
+
+
+def chapter_number(docname: str) -> int | None:
+    """The chapter a book page belongs to, from its name: ``notebooks/04_self_attention`` -> 4; other pages: None."""
+    found = _CHAPTER_DOC.search(docname)
+    return int(found.group(1)) if found else None
+
+
+def number_exercises_by_chapter(app, env) -> list[str]:
+    """Renumber each chapter's exercises ``(chapter, 1), (chapter, 2), ...`` in the order they appear.
+
+    Sphinx numbers enumerable nodes across the whole book when the table of
+    contents is not numbered (the chapters' titles carry their numbers
+    themselves), which makes the third exercise of chapter 4 "Exercise 18". This
+    runs after Sphinx has assigned those numbers (``env-get-updated``) and
+    rewrites them per chapter; titles, solutions and references all read them
+    from the same table. Returns the pages whose numbers it changed.
+    """
+    changed = []
+    for docname, by_type in env.toc_fignumbers.items():
+        chapter = chapter_number(docname)
+        numbers = by_type.get("exercise")
+        if chapter is None or not numbers:
+            continue
+        in_order = sorted(numbers, key=numbers.__getitem__)
+        renumbered = {ident: (chapter, i) for i, ident in enumerate(in_order, start=1)}
+        if renumbered != numbers:
+            by_type["exercise"] = renumbered
+            changed.append(docname)
+    return changed
+
+
+def setup(app) -> dict:
+    """Sphinx extension entry point (``sphinx.extra_extensions`` in ``_config.yml``)."""
+    # After Sphinx's own figure numbering (priority 500), before the pages are written.
+    app.connect("env-get-updated", number_exercises_by_chapter, priority=900)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
 def main(argv: list[str] | None = None) -> int:

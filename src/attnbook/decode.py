@@ -1,13 +1,27 @@
-"""Greedy decoding: from a trained model to token indices, and from indices back to text.
+"""Decoding: from a trained model to token indices, greedily or by beam search, and back to text.
 
-:func:`greedy_decode` works for any model with the library's decoding protocol
+Both decoders work for any model with the library's decoding protocol
 (``model.start(src, src_mask) -> state`` and
-``model.step(tokens, state) -> (logits, state)``, see :mod:`attnbook.rnn`). It
-decodes a whole batch at once: every sentence starts from ``<bos>``, takes the
-most likely token at each step, and is finished once it has produced ``<eos>``;
-decoding stops when every sentence is finished or after ``max_len`` tokens.
-Finished sentences are padded, so a batched result equals decoding each
-sentence alone.
+``model.step(tokens, state) -> (logits, state)``, see :mod:`attnbook.rnn`), so
+the RNNs of chapters 2 and 3 and the Transformer of chapter 7 share them.
+
+:func:`greedy_decode` decodes a whole batch at once: every sentence starts from
+``<bos>``, takes the most likely token at each step, and is finished once it has
+produced ``<eos>``; decoding stops when every sentence is finished or after
+``max_len`` tokens. Finished sentences are padded, so a batched result equals
+decoding each sentence alone.
+
+:func:`beam_search` (chapter 8) keeps the ``k`` most probable prefixes of each
+sentence instead of one, and ranks the finished translations ``Y`` by
+``log p(Y | X) / lp(Y)`` with the length penalty of Wu et al. (2016),
+``lp(Y) = ((5 + |Y|) / 6) ** alpha`` (:func:`length_penalty`). It needs one more
+thing from the protocol: the decoder state's ``select(index)``, which returns
+the state of the batch rows ``index``, to copy a sentence's state into its
+beams and to reorder the beams after each step. :class:`Uncached` runs any
+model without its decoder state (recomputing the whole prefix at every step):
+the reference that a key-value cache must equal.
+
+Neither decoder ever writes ``<pad>`` or ``<bos>``: they are not words.
 """
 
 from __future__ import annotations
@@ -18,7 +32,19 @@ from typing import Sequence
 import torch
 from torch import nn
 
-__all__ = ["Decoded", "greedy_decode", "cut_at_eos", "ids_to_tokens", "ids_to_text", "translate"]
+__all__ = [
+    "Decoded",
+    "greedy_decode",
+    "length_penalty",
+    "Hypothesis",
+    "BeamDecoded",
+    "beam_search",
+    "Uncached",
+    "cut_at_eos",
+    "ids_to_tokens",
+    "ids_to_text",
+    "translate",
+]
 
 
 @dataclass
@@ -63,7 +89,8 @@ def greedy_decode(
         out, weights = [], []
         for t in range(max_len):
             logits, state = model.step(tokens, state)
-            tokens = logits.argmax(dim=-1)
+            never = torch.tensor([pad_id, bos_id], device=logits.device)
+            tokens = logits.index_fill(1, never, float("-inf")).argmax(dim=-1)  # <pad> and <bos> are never written
             tokens = tokens.masked_fill(finished, pad_id)  # a finished sentence only pads
             out.append(tokens)
             w = getattr(state, "attention", None)
@@ -78,6 +105,233 @@ def greedy_decode(
         model.train(was_training)
     attention = torch.stack(weights, dim=1) if weights else None
     return Decoded(torch.stack(out, dim=1), lengths, attention)
+
+
+# --- Beam search ------------------------------------------------------------------
+
+
+def length_penalty(length: int | torch.Tensor, alpha: float = 0.6):
+    """``((5 + length) / 6) ** alpha``, the length penalty of Wu et al. (2016); 1 for ``alpha = 0``.
+
+    A hypothesis's score is its log-probability divided by this, so that longer
+    translations, which add more negative log-probabilities, are not crowded out
+    by short ones. ``length`` counts the generated tokens, ``<eos>`` included.
+    """
+    return ((5 + length) / 6) ** alpha
+
+
+@dataclass
+class Hypothesis:
+    """One finished translation: its tokens (``<eos>`` included when it ended with one), ``log p(Y | X)`` and its score."""
+
+    tokens: list[int]
+    log_prob: float
+    score: float
+
+
+@dataclass
+class BeamDecoded(Decoded):
+    """The result of :func:`beam_search`: the best hypothesis of each sentence, as in :class:`Decoded`.
+
+    ``scores (B,)`` are their length-penalized scores, ``log_probs (B,)`` their
+    log-probabilities; ``nbest``, when asked for, lists each sentence's best
+    finished hypotheses, best first.
+    """
+
+    scores: torch.Tensor | None = None
+    log_probs: torch.Tensor | None = None
+    nbest: list[list[Hypothesis]] | None = None
+
+
+def _check_state(state) -> None:
+    if not callable(getattr(state, "select", None)):
+        raise TypeError(
+            f"beam search needs a decoder state with a select(index) method (the rows of the batch to keep), "
+            f"and {type(state).__name__} has none"
+        )
+
+
+@torch.no_grad()
+def beam_search(
+    model: nn.Module,
+    src: torch.Tensor,
+    src_mask: torch.Tensor | None = None,
+    *,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    max_len: int | None = None,
+    n_best: int | None = None,
+    bos_id: int = 1,
+    eos_id: int = 2,
+    pad_id: int = 0,
+) -> BeamDecoded:
+    """Decode a batch with beam search; return each sentence's best hypothesis.
+
+    Each sentence keeps ``beam_size`` hypotheses. At every step the ``beam_size``
+    live hypotheses of a sentence are extended by every token, and the
+    ``2 * beam_size`` most probable extensions are kept as candidates, ranked by
+    ``log p``. A candidate that ends with ``<eos>`` and ranks among the first
+    ``beam_size`` is *finished*: it is set aside with its score
+    ``log p / lp(|Y|)`` (:func:`length_penalty`, ``|Y|`` counting ``<eos>``) and
+    never extended again, so no token after ``<eos>`` is scored. The first
+    ``beam_size`` candidates that do not end with ``<eos>`` are the next step's
+    live hypotheses. A sentence is done once ``beam_size`` hypotheses have
+    finished, or at its maximum length, where the best live ones are finished
+    as they are. The result is the finished hypothesis with the best score.
+    With ``beam_size = 1`` this is exactly :func:`greedy_decode`.
+
+    ``max_len`` is the most tokens a translation may have; by default each
+    sentence's source length + 50, as in the paper (capped at the model's
+    ``config.max_len`` when it has one). ``n_best`` returns that many
+    hypotheses per sentence in ``.nbest``. Finished sentences leave the batch,
+    and nothing a sentence computes depends on the others: the result of a
+    sentence does not depend on the batch it is decoded in.
+    """
+    if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
+        raise ValueError(f"beam_size must be an int >= 1, got {beam_size!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha >= 0 or alpha == float("inf"):
+        raise ValueError(f"alpha (the length penalty's exponent) must be a finite number >= 0, got {alpha!r}")
+    if max_len is not None and (not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 1):
+        raise ValueError(f"max_len must be an int >= 1 (the most tokens to generate) or None, got {max_len!r}")
+    if n_best is not None and (not isinstance(n_best, int) or isinstance(n_best, bool) or not 1 <= n_best <= beam_size):
+        raise ValueError(f"n_best must be an int from 1 to beam_size = {beam_size}, got {n_best!r}")
+    if not isinstance(src, torch.Tensor) or src.dim() != 2:
+        raise ValueError(f"src must have shape (B, S), got shape {tuple(getattr(src, 'shape', ()))}")
+    n_sent, width = src.shape
+    if n_sent == 0:
+        raise ValueError("src holds no sentences")
+    if src_mask is not None and src_mask.shape != src.shape:
+        raise ValueError(f"src_mask of shape {tuple(src_mask.shape)} does not match src of shape {tuple(src.shape)}")
+    src_len = (~src_mask).sum(dim=1) if src_mask is not None else torch.full((n_sent,), width, device=src.device)
+    if width == 0 or (src_len == 0).any():
+        empty = [0] if width == 0 else (src_len == 0).nonzero().flatten().tolist()
+        raise ValueError(f"cannot translate an empty source sentence (rows {empty} hold no tokens)")
+    limit = src_len.cpu().long() + 50 if max_len is None else torch.full((n_sent,), max_len, dtype=torch.long)
+    cap = getattr(getattr(model, "config", None), "max_len", None)
+    if max_len is None and isinstance(cap, int):
+        limit = limit.clamp(max=cap)
+    longest = int(limit.max())
+    k, device = beam_size, src.device
+
+    was_training = model.training
+    model.eval()
+    try:
+        state = model.start(src, src_mask)
+        _check_state(state)
+        state = state.select(torch.arange(n_sent, device=device).repeat_interleave(k))  # sentence b -> rows b*k .. b*k+k-1
+        active = torch.arange(n_sent)  # the sentences still in the batch (original indices)
+        alive_lp = torch.full((n_sent, k), float("-inf"), device=device)
+        alive_lp[:, 0] = 0.0  # at first the k beams are the same <bos>: start from one of them
+        alive_seq = torch.zeros(n_sent, k, 0, dtype=torch.long, device=device)
+        tokens = torch.full((n_sent * k,), bos_id, dtype=torch.long, device=device)
+        fin_seq = torch.full((n_sent, k, longest), pad_id, dtype=torch.long, device=device)
+        fin_lp = torch.full((n_sent, k), float("-inf"), dtype=torch.float64, device=device)
+        fin_score = torch.full((n_sent, k), float("-inf"), dtype=torch.float64, device=device)
+        fin_len = torch.zeros(n_sent, k, dtype=torch.long, device=device)
+        fin_count = torch.zeros(n_sent, dtype=torch.long, device=device)
+        for t in range(longest):
+            length = t + 1  # tokens in each candidate, <eos> included
+            logits, state = model.step(tokens, state)  # (n * k, V)
+            n, vocab = active.numel(), logits.shape[-1]
+            log_probs = torch.log_softmax(logits, dim=-1).view(n, k, vocab)
+            log_probs[..., [pad_id, bos_id]] = float("-inf")  # never written: they are not words
+            if alive_lp.dtype != log_probs.dtype:
+                alive_lp = alive_lp.to(log_probs.dtype)
+            candidates = (alive_lp[:, :, None] + log_probs).view(n, k * vocab)
+            top_lp, top_idx = candidates.topk(min(2 * k, k * vocab), dim=1)  # (n, 2k), best first
+            origin, token = top_idx // vocab, top_idx % vocab  # which live hypothesis, which next token
+            last = (limit[active] == length).to(device)  # (n,): this sentence may not grow further
+
+            # Finish: <eos> among the first k candidates (any candidate at the last step), while there is room.
+            first_k = torch.arange(top_lp.shape[1], device=device) < k
+            finish = first_k & torch.isfinite(top_lp) & ((token == eos_id) | last[:, None])
+            rank = finish.cumsum(dim=1)  # 1, 2, ... among this sentence's finishing candidates
+            sent = active.to(device)
+            finish &= rank <= (k - fin_count[sent])[:, None]
+            if finish.any():
+                rows, cols = finish.nonzero(as_tuple=True)
+                who = sent[rows]
+                slot = fin_count[who] + rank[rows, cols] - 1
+                fin_seq[who, slot, :t] = alive_seq[rows, origin[rows, cols]]
+                fin_seq[who, slot, t] = token[rows, cols]
+                fin_lp[who, slot] = top_lp[rows, cols].double()
+                fin_score[who, slot] = top_lp[rows, cols].double() / length_penalty(length, alpha)
+                fin_len[who, slot] = length
+                fin_count.index_add_(0, who, torch.ones_like(who))
+
+            # Live on: the first k candidates that do not end with <eos>, in order.
+            order = torch.arange(top_lp.shape[1], device=device) + top_lp.shape[1] * (token == eos_id)
+            keep = order.topk(k, dim=1, largest=False).indices  # (n, k), ascending
+            alive_lp = top_lp.gather(1, keep)
+            beam_origin, beam_token = origin.gather(1, keep), token.gather(1, keep)
+            alive_seq = torch.cat([alive_seq.gather(1, beam_origin[..., None].expand(-1, -1, t)), beam_token[..., None]], dim=2)
+
+            done = (fin_count[sent] >= k) | last | ~torch.isfinite(alive_lp).any(dim=1)
+            if bool(done.all()):
+                break
+            going = (~done).nonzero().flatten()
+            state = state.select((going[:, None] * k + beam_origin[going]).flatten())
+            active, alive_lp, alive_seq = active[going.cpu()], alive_lp[going], alive_seq[going]
+            tokens = beam_token[going].flatten()
+    finally:
+        model.train(was_training)
+
+    order = fin_score.argsort(dim=1, descending=True, stable=True)  # (B, k): best first
+    fin_score, fin_lp, fin_len = fin_score.gather(1, order), fin_lp.gather(1, order), fin_len.gather(1, order)
+    fin_seq = fin_seq.gather(1, order[..., None].expand(-1, -1, longest))
+    width_out = int(fin_len[:, 0].max())
+    nbest = None
+    if n_best is not None:
+        nbest = [
+            [
+                Hypothesis(fin_seq[b, j, : fin_len[b, j]].tolist(), float(fin_lp[b, j]), float(fin_score[b, j]))
+                for j in range(min(n_best, int(fin_count[b])))
+            ]
+            for b in range(n_sent)
+        ]
+    return BeamDecoded(
+        tokens=fin_seq[:, 0, :width_out],
+        lengths=fin_len[:, 0],
+        attention=None,
+        scores=fin_score[:, 0],
+        log_probs=fin_lp[:, 0],
+        nbest=nbest,
+    )
+
+
+@dataclass
+class _PrefixState:
+    src: torch.Tensor
+    src_mask: torch.Tensor | None
+    prefix: torch.Tensor  # (B, t): <bos> and the tokens fed so far
+
+    def select(self, index: torch.Tensor) -> "_PrefixState":
+        mask = None if self.src_mask is None else self.src_mask[index]
+        return _PrefixState(self.src[index], mask, self.prefix[index])
+
+
+class Uncached(nn.Module):
+    """Any model, decoded without its decoder state: each step runs the whole model on the whole prefix.
+
+    ``Uncached(model).step`` feeds ``<bos> y_1 .. y_t`` through ``model(src,
+    src_mask, prefix)`` and keeps the last position's logits. It is how a
+    Transformer would decode without a key-value cache (``t`` positions of work
+    at step ``t``, so quadratic in the length), and the reference that cached
+    decoding must equal: both decoders accept it like any model.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.config = getattr(model, "config", None)
+
+    def start(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> _PrefixState:
+        return _PrefixState(src, src_mask, torch.zeros(src.shape[0], 0, dtype=torch.long, device=src.device))
+
+    def step(self, tokens: torch.Tensor, state: _PrefixState) -> tuple[torch.Tensor, _PrefixState]:
+        prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)
+        logits = self.model(state.src, state.src_mask, prefix)
+        return logits[:, -1], _PrefixState(state.src, state.src_mask, prefix)
 
 
 def cut_at_eos(ids: Sequence[int] | torch.Tensor, eos_id: int = 2) -> list[int]:
@@ -119,12 +373,17 @@ def translate(
     *,
     max_len: int | None = None,
     batch_size: int = 128,
+    beam_size: int | None = None,
+    alpha: float = 0.6,
 ) -> list[list[str]]:
-    """Translate tokenized ``sources`` greedily, in batches; return the target token lists, in order.
+    """Translate tokenized ``sources`` in batches; return the target token lists, in order.
 
-    Each batch is decoded for at most ``max_len`` tokens, by default twice its
-    longest source plus 5. Because decoding a padded batch equals decoding each
-    sentence alone, the batch size changes the speed, never the result.
+    Greedily by default: each batch is decoded for at most ``max_len`` tokens,
+    by default twice its longest source plus 5. With ``beam_size=k``, by
+    :func:`beam_search` with the length penalty's ``alpha``, for at most
+    ``max_len`` tokens, by default each source's length + 50. Because decoding a
+    padded batch equals decoding each sentence alone, the batch size changes the
+    speed, never the result.
     """
     from .masks import padding_mask
 
@@ -141,14 +400,10 @@ def translate(
         lengths = torch.tensor([len(x) for x in ids])
         longest = int(lengths.max())
         src = torch.tensor([x + [src_vocab.pad_id] * (longest - len(x)) for x in ids], device=device)
-        out = greedy_decode(
-            model,
-            src,
-            padding_mask(lengths, longest).to(device),
-            max_len=max_len or 2 * longest + 5,
-            bos_id=tgt_vocab.bos_id,
-            eos_id=tgt_vocab.eos_id,
-            pad_id=tgt_vocab.pad_id,
-        )
+        ends = dict(bos_id=tgt_vocab.bos_id, eos_id=tgt_vocab.eos_id, pad_id=tgt_vocab.pad_id)
+        if beam_size is None:
+            out = greedy_decode(model, src, padding_mask(lengths, longest).to(device), max_len=max_len or 2 * longest + 5, **ends)
+        else:
+            out = beam_search(model, src, padding_mask(lengths, longest).to(device), beam_size=beam_size, alpha=alpha, max_len=max_len, **ends)
         result.extend(ids_to_tokens(out.tokens.cpu(), tgt_vocab))
     return result

@@ -6,6 +6,12 @@ picks the device and sets figure defaults. Every chapter that packages an idea
 shows the packaged code with ``show_source``; because the source lands in the
 stored output, nbval notices when the library changed but the notebook was not
 re-run.
+
+Under the test suite (the environment variable ``ATTNBOOK_STRICT_WARNINGS``
+set), ``setup()`` also turns every DeprecationWarning raised while the course's
+own code runs, a notebook cell or ``attnbook``, into an error, wherever the
+warning is attributed: NumPy's warning about a tensor handed to Matplotlib is
+raised inside Matplotlib, on behalf of the cell that passed the tensor.
 """
 
 from __future__ import annotations
@@ -13,11 +19,13 @@ from __future__ import annotations
 import inspect
 import os
 import random
+import re
 import sys
 import textwrap
+import warnings
 from dataclasses import dataclass
 
-__all__ = ["Setup", "in_colab", "setup", "show_source", "source_of"]
+__all__ = ["Setup", "in_colab", "setup", "show_source", "source_of", "STRICT_WARNINGS", "strict_deprecations"]
 
 #: Threads used everywhere unless asked otherwise: Colab's free tier and CI have 2 cores.
 DEFAULT_THREADS = 2
@@ -26,6 +34,106 @@ DEFAULT_THREADS = 2
 #: without AVX-512 take the same code paths and print the same numbers. Effective only when set
 #: before torch is first imported, which is why setup() is the first call of every notebook.
 PINNED_CPU_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}
+
+
+#: When this environment variable is set (non-empty, not "0"), ``setup()`` calls :func:`strict_deprecations`.
+#: The test suite sets it for the kernels it starts (``notebooks/conftest.py``), and so does ``attnbook.book execute``.
+STRICT_WARNINGS = "ATTNBOOK_STRICT_WARNINGS"
+
+#: The file names IPython gives a cell's code: ipykernel's ``.../ipykernel_<pid>/<hash>.py``, the terminal's ``<ipython-input-...>``.
+_CELL_FILE = re.compile(r"ipykernel_\d+[\\/]\d+\.py$|^<ipython-input-")
+
+
+def _is_course_frame(frame) -> bool:
+    if frame.f_code is _strict_tensor_array.__code__:  # the strict mode's own check, not the course
+        return False
+    name = frame.f_globals.get("__name__") or ""
+    return name == "attnbook" or name.startswith("attnbook.") or bool(_CELL_FILE.search(frame.f_code.co_filename))
+
+
+class _CourseCodeRunning:
+    """A warnings-filter pattern that matches while a notebook cell or ``attnbook`` is on the call stack.
+
+    The :mod:`warnings` machinery calls ``match(module)`` on a filter's module
+    pattern; this one ignores the name the warning is attributed to and looks
+    at who is running instead.
+    """
+
+    def match(self, module: str) -> bool:
+        frame = sys._getframe(1)
+        while frame is not None:
+            if _is_course_frame(frame):
+                return True
+            frame = frame.f_back
+        return False
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _CourseCodeRunning)
+
+    def __hash__(self) -> int:
+        return hash(_CourseCodeRunning)
+
+    def __repr__(self) -> str:
+        return "<while a notebook cell or attnbook runs>"
+
+
+_STRICT_FILTER = ("error", None, DeprecationWarning, _CourseCodeRunning(), 0)
+
+
+def strict_deprecations() -> None:
+    """Raise every DeprecationWarning that the course's code provokes, as an error; idempotent.
+
+    A warning counts as the course's when a notebook cell or a module of
+    ``attnbook`` is on the call stack when it is raised, whichever library
+    raises it: NumPy 2's warning about a tensor's ``__array__`` (it takes no
+    ``copy`` argument) is raised inside Matplotlib, on behalf of the cell that
+    handed it a tensor. NumPy raises that warning only on some of Matplotlib's
+    paths (``imshow``, ``bar``, not ``plot``), and which ones varies with the
+    versions; so that the suite holds every chapter to the rule "give Matplotlib
+    arrays, never tensors" on any version, a tensor that Matplotlib converts
+    raises the same DeprecationWarning here. Warnings of the machinery around a
+    cell (the kernel, the display of a figure after the cell ran) keep their
+    usual treatment.
+    """
+    if _STRICT_FILTER not in warnings.filters:
+        warnings.filters.insert(0, _STRICT_FILTER)
+    # The public call tells the warnings machinery that its filters changed (it caches their decisions),
+    # and covers warnings attributed to attnbook itself.
+    warnings.filterwarnings("error", category=DeprecationWarning, module=r"attnbook(\.|$)")
+    _warn_when_matplotlib_converts_tensors()
+
+
+_tensor_to_array = None  # torch's own Tensor.__array__, once strict mode replaced it
+
+
+def _warn_when_matplotlib_converts_tensors() -> None:
+    global _tensor_to_array
+    import torch
+
+    if torch.Tensor.__array__ is not _strict_tensor_array:
+        _tensor_to_array = torch.Tensor.__array__
+        torch.Tensor.__array__ = _strict_tensor_array
+
+
+def _strict_tensor_array(self, *args, **kwargs):
+    """``Tensor.__array__`` in strict mode: as torch's, with a DeprecationWarning when Matplotlib asks."""
+    if _matplotlib_running():
+        warnings.warn(
+            "a tensor was passed to Matplotlib, which converts it with NumPy's __array__ protocol; NumPy 2 "
+            "deprecates that for tensors (their __array__ takes no copy argument): pass tensor.numpy() instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+    return _tensor_to_array(self, *args, **kwargs)
+
+
+def _matplotlib_running() -> bool:
+    frame = sys._getframe(2)
+    while frame is not None:
+        if (frame.f_globals.get("__name__") or "").startswith("matplotlib."):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def in_colab() -> bool:
@@ -90,6 +198,8 @@ def setup(seed: int = 0, threads: int = DEFAULT_THREADS, device: str | None = No
     chosen = _pick_device(device)
     if figures:
         _figure_defaults()
+    if os.environ.get(STRICT_WARNINGS, "") not in ("", "0"):
+        strict_deprecations()
     return Setup(seed=seed, threads=threads, device=chosen, colab=in_colab())
 
 
@@ -104,8 +214,8 @@ def _figure_defaults() -> None:
 
     if _in_kernel():  # figures inline, whatever MPLBACKEND says
         mpl.use("module://matplotlib_inline.backend_inline")
-        # Load the backend now rather than at pyplot's first figure: loading it registers the
-        # formatter that draws a Figure left as a cell's value (as the diagrams are shown).
+        # Importing the backend hooks it into IPython now rather than at the first pyplot call, so that
+        # a Figure made without pyplot (attnbook.diagrams) shows as an image when a cell ends with it.
         import matplotlib_inline.backend_inline  # noqa: F401
 
     mpl.rcParams.update(

@@ -85,11 +85,12 @@ class Seq2SeqConfig:
     dropout: float = 0.0
     attention: bool = False
     pad_id: int = 0
+    bidirectional: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in {"dropout", "attention"}:
+            if f.name in {"dropout", "attention", "bidirectional"}:
                 continue
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"Seq2SeqConfig.{f.name} must be an int, got {value!r}")
@@ -98,8 +99,13 @@ class Seq2SeqConfig:
                     raise ValueError(f"pad_id {value} is outside the vocabularies")
             elif value < 1:
                 raise ValueError(f"Seq2SeqConfig.{f.name} must be >= 1, got {value}")
-        if not isinstance(self.attention, bool):
-            raise TypeError(f"Seq2SeqConfig.attention must be True or False, got {self.attention!r}")
+        for name in ("attention", "bidirectional"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"Seq2SeqConfig.{name} must be True or False, got {getattr(self, name)!r}")
+        if self.bidirectional and self.hidden_size % 2:
+            raise ValueError(
+                f"a bidirectional encoder splits hidden_size between its two directions: it must be even, got {self.hidden_size}"
+            )
         if not 0.0 <= float(self.dropout) < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
 
@@ -111,17 +117,33 @@ class GRUEncoder(nn.Module):
     state at every position (zero at padding), and ``state (L, B, H)``, each
     layer's state after the *last real* token of each sentence, so that a
     padded sentence is encoded exactly as it would be alone.
+
+    With ``bidirectional=True`` each layer runs two GRUs of width ``H / 2``,
+    one left to right and one right to left, and concatenates them, so the
+    shapes stay the same: ``outputs[:, j]`` is ``[forward state after token j;
+    backward state after token j]``, which has read the whole sentence, and
+    ``state[l]`` is ``[forward state after the last token; backward state after
+    the first]``. The decoders need no change.
     """
 
     def __init__(
-        self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int = 1, dropout: float = 0.0, pad_id: int = 0
+        self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int = 1, dropout: float = 0.0, pad_id: int = 0,
+        bidirectional: bool = False,
     ) -> None:
         super().__init__()
+        if bidirectional and hidden_size % 2:
+            raise ValueError(
+                f"a bidirectional encoder splits hidden_size between its two directions: it must be even, got {hidden_size}"
+            )
         self.vocab_size = vocab_size
+        self.bidirectional = bidirectional
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
         self.dropout = nn.Dropout(dropout)
         # GRU's own dropout acts between layers only (it warns if there is one layer).
-        self.rnn = nn.GRU(embed_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0)
+        width = hidden_size // 2 if bidirectional else hidden_size
+        self.rnn = nn.GRU(
+            embed_size, width, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0, bidirectional=bidirectional
+        )
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         check_token_ids(src, self.vocab_size, "source token ids")
@@ -129,18 +151,25 @@ class GRUEncoder(nn.Module):
             raise ValueError(f"src must have shape (B, S), got shape {tuple(src.shape)}")
         embedded = self.dropout(self.embedding(src))  # (B, S, E)
         if src_mask is None:
-            return self.rnn(embedded)
+            return self._join_directions(*self.rnn(embedded))
         lengths = lengths_from_mask(src_mask)
         if src_mask.shape != src.shape:
             raise ValueError(f"src_mask of shape {tuple(src_mask.shape)} does not match src of shape {tuple(src.shape)}")
         if not src_mask.any():
-            return self.rnn(embedded)
+            return self._join_directions(*self.rnn(embedded))
         if (lengths == 0).any():
             raise ValueError("every source sentence needs at least one token; a row of src_mask is all padding")
         packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
         outputs, state = self.rnn(packed)
         outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=src.shape[1])
-        return outputs, state
+        return self._join_directions(outputs, state)
+
+    def _join_directions(self, outputs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """PyTorch's bidirectional state ``(2L, B, H/2)``, layer by layer, becomes ``(L, B, H)``: [forward; backward]."""
+        if not self.bidirectional:
+            return outputs, state
+        layers = state.unflatten(0, (-1, 2))  # (L, 2, B, H/2): direction 0 forward, 1 backward
+        return outputs, torch.cat([layers[:, 0], layers[:, 1]], dim=-1)
 
 
 @dataclass
@@ -150,7 +179,8 @@ class DecoderState:
     ``hidden (L, B, H)`` is the GRU state. The plain decoder also carries the
     fixed ``context (B, H)``; the attention decoder carries the encoder
     ``memory (B, S, H)``, its padding mask, the keys projected once, and the
-    weights of the last step, ``attention (B, S)``.
+    weights of the last step, ``attention (B, S)``. ``select(index)`` returns
+    the state of some rows of the batch, for beam search.
     """
 
     hidden: torch.Tensor
@@ -159,6 +189,24 @@ class DecoderState:
     memory_mask: torch.Tensor | None = None
     projected_keys: torch.Tensor | None = None
     attention: torch.Tensor | None = None
+
+    def select(self, index: torch.Tensor) -> "DecoderState":
+        """The state of the batch rows ``index`` (in that order, repeats allowed): beam search uses it to expand and reorder beams."""
+        if not isinstance(index, torch.Tensor) or index.dim() != 1 or index.is_floating_point() or index.dtype == torch.bool:
+            raise TypeError(f"index must be a 1-D tensor of integer row indices, got {getattr(index, 'dtype', type(index).__name__)}")
+        index = index.to(self.hidden.device)
+
+        def rows(x: torch.Tensor | None) -> torch.Tensor | None:
+            return None if x is None else x.index_select(0, index)
+
+        return DecoderState(
+            hidden=self.hidden.index_select(1, index),  # (L, B, H): the batch is dim 1
+            context=rows(self.context),
+            memory=rows(self.memory),
+            memory_mask=rows(self.memory_mask),
+            projected_keys=rows(self.projected_keys),
+            attention=rows(self.attention),
+        )
 
 
 class PlainDecoder(nn.Module):
@@ -246,7 +294,7 @@ class Seq2Seq(nn.Module):
             raise TypeError(f"Seq2Seq needs a Seq2SeqConfig, got {type(config).__name__}")
         self.config = config
         c = config
-        self.encoder = GRUEncoder(c.src_vocab_size, c.embed_size, c.hidden_size, c.num_layers, c.dropout, c.pad_id)
+        self.encoder = GRUEncoder(c.src_vocab_size, c.embed_size, c.hidden_size, c.num_layers, c.dropout, c.pad_id, c.bidirectional)
         decoder = AttentionDecoder if c.attention else PlainDecoder
         self.decoder = decoder(c.tgt_vocab_size, c.embed_size, c.hidden_size, c.num_layers, c.dropout, c.pad_id)
 

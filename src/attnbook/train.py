@@ -13,6 +13,13 @@ and would make the stored results irreproducible.
 In a notebook the loss curve is drawn as training goes when a person is
 watching, and exactly one final figure is left in the cell's output either way.
 
+The recipe of Vaswani et al. (2017), chapter 8: :class:`NoamSchedule`, the
+learning rate that warms up linearly and then decays as the inverse square root
+of the step; :func:`paper_optimizer`, Adam with beta = (0.9, 0.98) and
+eps = 1e-9 driven by that schedule; and label smoothing in
+:func:`sequence_loss` (the true class gets ``1 - eps``, the other classes share
+``eps``), whose target distribution :func:`smoothed_targets` spells out.
+
 A checkpoint stores the weights and, beside them, the model's configuration;
 loading it into a model built from another configuration is an error that
 names the differences. Checkpoints are read with ``weights_only=True``.
@@ -32,8 +39,13 @@ from torch import nn
 
 __all__ = [
     "sequence_loss",
+    "smoothed_targets",
+    "NoamSchedule",
+    "noam_lr",
+    "paper_optimizer",
     "evaluate",
     "EpochLog",
+    "TrainStep",
     "History",
     "train",
     "save_checkpoint",
@@ -48,6 +60,32 @@ CHECKPOINT_FORMAT = "attnbook-checkpoint-v1"
 # --- The loss ---------------------------------------------------------------
 
 
+def _check_smoothing(label_smoothing: float, vocab: int) -> float:
+    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)):
+        raise TypeError(f"label_smoothing must be a number in [0, 1), got {label_smoothing!r}")
+    if not 0.0 <= label_smoothing < 1.0:
+        raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
+    if label_smoothing > 0 and vocab < 3:
+        raise ValueError(f"label smoothing needs a vocabulary of at least 3 tokens (the true one, <pad>, another), got {vocab}")
+    return float(label_smoothing)
+
+
+def smoothed_targets(targets: torch.Tensor, vocab_size: int, label_smoothing: float, pad_id: int = 0) -> torch.Tensor:
+    """The target distribution of label smoothing, ``(*targets.shape, vocab_size)``.
+
+    The true class gets ``1 - label_smoothing``; the rest is spread evenly over
+    the ``vocab_size - 2`` classes that are neither the true one nor ``<pad>``.
+    ``<pad>`` gets nothing, because it is never a correct next token: mass on it
+    would teach the model to write a token it must never write. Rows whose
+    target is ``<pad>`` are all zero: padding positions carry no loss.
+    """
+    eps = _check_smoothing(label_smoothing, vocab_size)
+    dist = torch.full((*targets.shape, vocab_size), eps / (vocab_size - 2) if vocab_size > 2 else 0.0)
+    dist[..., pad_id] = 0.0
+    dist.scatter_(-1, targets[..., None], 1.0 - eps)
+    return dist.masked_fill((targets == pad_id)[..., None], 0.0)
+
+
 def sequence_loss(
     logits: torch.Tensor,
     targets: torch.Tensor,
@@ -60,6 +98,13 @@ def sequence_loss(
     ``reduction="mean"`` averages over the real (non-padding) target tokens of
     the whole batch, so that every token counts once whatever its sentence's
     length; ``"sum"`` returns the total, for averaging over many batches.
+
+    With ``label_smoothing = eps > 0`` the target is no longer one-hot: the true
+    class gets ``1 - eps`` and each of the ``V - 2`` classes that are neither the
+    true one nor ``<pad>`` gets ``eps / (V - 2)`` (see :func:`smoothed_targets`),
+    so the loss of a token is ``-(1 - eps) log p_y - eps / (V - 2) * sum log p_c``.
+    This is the paper's definition; PyTorch's ``label_smoothing`` argument
+    instead spreads ``eps`` over all ``V`` classes, the true one included.
     """
     if logits.dim() != 3:
         raise ValueError(f"logits must have shape (B, T, V), got shape {tuple(logits.shape)}")
@@ -73,12 +118,17 @@ def sequence_loss(
         raise IndexError(f"target index {bad} is outside the vocabulary of size {vocab}")
     if reduction not in {"mean", "sum"}:
         raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
-    total = F.cross_entropy(
-        logits.reshape(-1, vocab), targets.reshape(-1), ignore_index=pad_id, label_smoothing=label_smoothing, reduction="sum"
-    )
+    eps = _check_smoothing(label_smoothing, vocab)
+    total = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1), ignore_index=pad_id, reduction="sum")  # sum of -log p_y
+    real = targets != pad_id  # (B, T)
+    if eps > 0:
+        log_probs = torch.log_softmax(logits, dim=-1)  # (B, T, V)
+        # -sum of log p_c over the classes c that are neither y nor <pad>, without building (B, T, V) targets
+        others = -log_probs.sum(-1) + log_probs.gather(-1, targets[..., None]).squeeze(-1) + log_probs[..., pad_id]
+        total = (1.0 - eps) * total + eps / (vocab - 2) * others.masked_fill(~real, 0.0).sum()
     if reduction == "sum":
         return total
-    n_tokens = int((targets != pad_id).sum())
+    n_tokens = int(real.sum())
     if n_tokens == 0:
         raise ValueError("the targets hold no real tokens (everything is padding)")
     return total / n_tokens
@@ -115,6 +165,79 @@ def evaluate(model: nn.Module, batches: Iterable, pad_id: int = 0) -> float:
     return total / tokens
 
 
+# --- The recipe: warm-up schedule and optimizer ------------------------------------
+
+
+def noam_lr(step: int | torch.Tensor, d_model: int, warmup: int = 4000, factor: float = 1.0):
+    """The paper's learning rate at optimizer step ``step`` (1, 2, ...).
+
+    ``factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)``: it grows
+    linearly for ``warmup`` steps, peaks at ``factor / sqrt(d_model * warmup)``,
+    then decays as ``1 / sqrt(step)``. Works on an int or a tensor of steps.
+    """
+    if isinstance(step, torch.Tensor):
+        if (step < 1).any():
+            raise ValueError("steps count from 1")
+        step = step.double()
+        return factor * d_model**-0.5 * torch.minimum(step**-0.5, step * warmup**-1.5)
+    if step < 1:
+        raise ValueError(f"steps count from 1, got {step}")
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+class NoamSchedule(torch.optim.lr_scheduler.LRScheduler):
+    """The learning-rate schedule of Vaswani et al. (2017), as a PyTorch scheduler.
+
+    ``lrate = factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)``,
+    where ``step`` counts optimizer steps from 1 (see :func:`noam_lr`): the
+    first ``optimizer.step()`` uses the rate of step 1, and each call of
+    ``scheduler.step()`` (once per batch) moves to the next step. The rate is
+    set outright: the optimizer's own ``lr`` is ignored. ``factor`` scales the
+    whole curve (the paper uses 1; small models often train better with 2).
+    ``state_dict()`` / ``load_state_dict()`` resume it where it stopped.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, d_model: int, warmup: int = 4000, factor: float = 1.0, last_epoch: int = -1) -> None:
+        if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
+            raise ValueError(f"d_model must be an int >= 1, got {d_model!r}")
+        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 1:
+            raise ValueError(f"warmup must be an int >= 1 (steps), got {warmup!r}")
+        if not factor > 0:
+            raise ValueError(f"factor must be > 0, got {factor!r}")
+        self.d_model, self.warmup, self.factor = d_model, warmup, float(factor)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        # last_epoch is 0 after construction: the coming optimizer step is step 1
+        lr = noam_lr(self.last_epoch + 1, self.d_model, self.warmup, self.factor)
+        return [lr for _ in self.optimizer.param_groups]
+
+    _get_closed_form_lr = get_lr
+
+
+def paper_optimizer(
+    model: nn.Module,
+    *,
+    d_model: int | None = None,
+    warmup: int = 4000,
+    factor: float = 1.0,
+    betas: tuple[float, float] = (0.9, 0.98),
+    eps: float = 1e-9,
+) -> tuple[torch.optim.Adam, NoamSchedule]:
+    """The paper's optimizer: Adam with beta = (0.9, 0.98), eps = 1e-9, and its :class:`NoamSchedule`.
+
+    Returns ``(optimizer, scheduler)``, ready for :func:`train`
+    (``train(..., optimizer=opt, scheduler=sched)``, which steps the scheduler
+    after every batch). ``d_model`` defaults to ``model.config.d_model``.
+    """
+    if d_model is None:
+        d_model = getattr(getattr(model, "config", None), "d_model", None)
+        if d_model is None:
+            raise ValueError(f"{type(model).__name__} has no config.d_model; pass d_model= explicitly")
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=betas, eps=eps)
+    return optimizer, NoamSchedule(optimizer, d_model, warmup, factor)
+
+
 # --- What training records ------------------------------------------------------
 
 
@@ -126,6 +249,24 @@ class EpochLog:
     train_loss: float
     valid_loss: float | None
     seconds: float
+    tokens: int
+
+
+@dataclass
+class TrainStep:
+    """What :func:`train` tells an ``on_step`` callback after every optimizer step.
+
+    ``epoch`` counts from 1 within this call of :func:`train`; ``batch`` is the
+    number of batches done in that epoch, out of ``batches``; ``step`` counts
+    the optimizer steps of this call; ``loss`` is the batch's mean loss per
+    target token and ``tokens`` its number of real target tokens.
+    """
+
+    epoch: int
+    batch: int
+    batches: int
+    step: int
+    loss: float
     tokens: int
 
 
@@ -251,6 +392,8 @@ def train(
     title: str | None = None,
     verbose: bool = True,
     log_every: int = 5,
+    on_step: Callable[[TrainStep], bool | None] | None = None,
+    on_epoch: Callable[[EpochLog], bool | None] | None = None,
 ) -> History:
     """Train ``model`` with teacher forcing; return the :class:`History`.
 
@@ -265,6 +408,13 @@ def train(
     so that a run is reproducible. ``plot`` (default: in a notebook) draws the
     loss curve, ``live`` (default: when a person runs the notebook) updates it
     as training goes. ``verbose`` prints one line per epoch.
+
+    Two optional callbacks let a caller watch and steer a long run (the command
+    line uses them for its progress line, periodic checkpoints and budgets):
+    ``on_step(TrainStep)`` is called after every optimizer (and scheduler)
+    step, ``on_epoch(EpochLog)`` after every epoch's validation; either one
+    returning ``True`` ends training there (a cut-short epoch is still
+    validated), recorded as ``stopped_by``.
     """
     if not isinstance(epochs, int) or epochs < 1:
         raise ValueError(f"epochs must be an int >= 1, got {epochs!r}")
@@ -332,6 +482,9 @@ def train(
             if max_seconds is not None and time.perf_counter() - start >= max_seconds:
                 out_of_time = True
                 break
+            if on_step is not None and on_step(TrainStep(epoch, i + 1, len(epoch_batches), step, float(loss.detach()), n)):
+                history.stopped_by = f"on_step during epoch {epoch}"
+                break
         train_seconds = time.perf_counter() - epoch_start
         history.train_seconds += train_seconds
         history.tokens += tokens
@@ -345,8 +498,14 @@ def train(
             print(line + f"  ({log.seconds:.1f} s)", flush=True)
         if figure is not None:
             figure.update()
+        stop_now = on_epoch is not None and on_epoch(log)  # called for a cut-short epoch too
         if out_of_time:
             history.stopped_by = f"time budget ({max_seconds:g} s) during epoch {epoch}"
+            break
+        if history.stopped_by:
+            break
+        if stop_now:
+            history.stopped_by = f"on_epoch after epoch {epoch}"
             break
     else:
         history.stopped_by = f"epoch budget ({epochs} epochs)"

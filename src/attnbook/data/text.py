@@ -81,6 +81,29 @@ _ALIASES = {
 }  # fmt: skip
 
 
+# More languages of Tatoeba's Anki files, so that any of them can be read (the tokenizer treats them
+# all alike: words, punctuation, and one token per character for scripts written without spaces).
+LANGUAGES.update({
+    "af": "Afrikaans", "am": "Amharic", "az": "Azerbaijani", "be": "Belarusian", "br": "Breton",
+    "cy": "Welsh", "fo": "Faroese", "fy": "Frisian", "gd": "Scottish Gaelic", "gu": "Gujarati",
+    "ha": "Hausa", "ia": "Interlingua", "io": "Ido", "jv": "Javanese", "kk": "Kazakh", "kn": "Kannada",
+    "ku": "Kurdish", "ky": "Kyrgyz", "la": "Latin", "lb": "Luxembourgish", "ml": "Malayalam",
+    "mn": "Mongolian", "mt": "Maltese", "ne": "Nepali", "oc": "Occitan", "pa": "Punjabi", "ps": "Pashto",
+    "si": "Sinhala", "so": "Somali", "te": "Telugu", "tg": "Tajik", "tk": "Turkmen", "tt": "Tatar",
+    "ug": "Uyghur", "uz": "Uzbek", "xh": "Xhosa", "yo": "Yoruba", "zu": "Zulu",
+    "ber": "Berber", "kab": "Kabyle", "jbo": "Lojban", "tok": "Toki Pona", "lfn": "Lingua Franca Nova",
+    "chv": "Chuvash", "bak": "Bashkir",
+})  # fmt: skip
+_ALIASES.update({
+    "afr": "af", "amh": "am", "aze": "az", "azj": "az", "bel": "be", "bre": "br", "cym": "cy", "wel": "cy",
+    "fao": "fo", "fry": "fy", "gla": "gd", "guj": "gu", "hau": "ha", "ina": "ia", "ido": "io", "jav": "jv",
+    "kaz": "kk", "kan": "kn", "kur": "ku", "kmr": "ku", "kir": "ky", "lat": "la", "ltz": "lb", "mal": "ml",
+    "mon": "mn", "khk": "mn", "mlt": "mt", "nep": "ne", "npi": "ne", "oci": "oc", "pan": "pa", "pus": "ps",
+    "sin": "si", "som": "so", "tel": "te", "tgk": "tg", "tuk": "tk", "tat": "tt", "uig": "ug", "uzb": "uz",
+    "uzn": "uz", "xho": "xh", "yor": "yo", "zul": "zu",
+})  # fmt: skip
+
+
 def language(code: str) -> str:
     """The canonical code of a language: ``"fra"``, ``"FR"`` and ``"fr-CA"`` are all ``"fr"``.
 

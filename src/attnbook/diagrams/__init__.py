@@ -11,6 +11,7 @@ figure only).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 __all__ = ["Diagram", "Box", "PALETTE"]
@@ -81,9 +82,10 @@ class Diagram:
             self.ax.text(width / 2, height - 0.15, title, ha="center", va="top", fontsize=11, weight="bold", color=INK)
 
     def box(
-        self, name: str, x: float, y: float, label: str, *, w: float = 2.2, h: float = 0.55, role: str = "plain", fontsize: float = 9
+        self, name: str, x: float, y: float, label: str, *, w: float = 2.2, h: float = 0.55, role: str = "plain", fontsize: float = 9,
+        fill: str | None = None,
     ) -> Box:
-        """A rounded box centred at ``(x, y)``, filled by ``role`` (see :data:`PALETTE`)."""
+        """A rounded box centred at ``(x, y)``, filled by ``role`` (see :data:`PALETTE`) or by a light ``fill`` colour."""
         from matplotlib.patches import FancyBboxPatch
 
         if name in self.boxes:
@@ -92,7 +94,7 @@ class Diagram:
             raise ValueError(f"unknown role {role!r}: use one of {sorted(PALETTE)}")
         patch = FancyBboxPatch(
             (x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.08",
-            facecolor=PALETTE[role], edgecolor=INK, linewidth=1.0,
+            facecolor=fill or PALETTE[role], edgecolor=INK, linewidth=1.0,
         )
         self.ax.add_patch(patch)
         self.ax.text(x, y, label, ha="center", va="center", fontsize=fontsize, color=INK)
@@ -120,35 +122,55 @@ class Diagram:
 
     def arrow(
         self, start, end, *, shape: str | None = None, start_side: str | None = None, end_side: str | None = None,
-        label_side: str = "right", curve: float = 0.0, dashed: bool = False,
+        label_side: str = "right", curve: float = 0.0, dashed: bool = False, via=(),
     ) -> None:
         """An arrow from ``start`` to ``end`` (box names or ``(x, y)`` points), with the tensor ``shape`` it carries.
+
+        ``label_side`` puts the shape ``"right"`` or ``"left"`` of a vertical
+        arrow, ``"above"`` or ``"below"`` a horizontal one. ``via`` lists points
+        the arrow passes through on its way (to route it around boxes with
+        straight segments); the shape then labels its longest segment.
 
         Between boxes the arrow leaves the side facing the target (bottom to top
         by default when the target is above).
         """
+        if label_side not in _LABEL_SIDES:
+            raise ValueError(f"unknown label_side {label_side!r}: use one of {sorted(_LABEL_SIDES)}")
+        via = [(float(x), float(y)) for x, y in via]
         sx, sy = self._point(start, "center")
         ex, ey = self._point(end, "center")
         if start_side is None:
-            start_side = _facing(sx, sy, ex, ey)
+            start_side = _facing(sx, sy, *(via[0] if via else (ex, ey)))
         if end_side is None:
-            end_side = _facing(ex, ey, sx, sy)
-        p0 = self._point(start, start_side)
-        p1 = self._point(end, end_side)
+            end_side = _facing(ex, ey, *(via[-1] if via else (sx, sy)))
+        points = [self._point(start, start_side), *via, self._point(end, end_side)]
+        style = "--" if dashed else "-"
+        for (x0, y0), (x1, y1) in zip(points[:-2], points[1:-1]):
+            self.ax.plot([x0, x1], [y0, y1], color=ARROW, lw=1.2, linestyle=style, solid_capstyle="butt")
         self.ax.annotate(
-            "", xy=p1, xytext=p0,
-            arrowprops=dict(arrowstyle="-|>", color=ARROW, lw=1.2, shrinkA=1, shrinkB=1,
-                            linestyle="--" if dashed else "-", connectionstyle=f"arc3,rad={curve}"),
+            "", xy=points[-1], xytext=points[-2],
+            arrowprops=dict(arrowstyle="-|>", color=ARROW, lw=1.2, shrinkA=0 if via else 1, shrinkB=1,
+                            linestyle=style, connectionstyle=f"arc3,rad={curve}"),
         )
         if shape:
+            p0, p1 = max(zip(points[:-1], points[1:]), key=lambda seg: math.dist(*seg))
             mx, my = (p0[0] + p1[0]) / 2, (p0[1] + p1[1]) / 2
-            dx = {"right": 0.08, "left": -0.08}.get(label_side, 0.0)
-            ha = {"right": "left", "left": "right"}.get(label_side, "center")
-            self.ax.text(mx + dx, my, shape, ha=ha, va="center", fontsize=8, color=SHAPE, family="monospace")
+            dx, dy, ha, va = _LABEL_SIDES[label_side]
+            self.ax.text(mx + dx, my + dy, shape, ha=ha, va=va, fontsize=8, color=SHAPE, family="monospace")
 
     def note(self, x: float, y: float, text: str, *, fontsize: float = 8, ha: str = "center") -> None:
         """Free text (an explanation beside the boxes)."""
         self.ax.text(x, y, text, ha=ha, va="center", fontsize=fontsize, color="#444444")
+
+
+#: Where an arrow's shape label goes: offset from the arrow's middle, and alignment.
+_LABEL_SIDES = {
+    "right": (0.08, 0.0, "left", "center"),
+    "left": (-0.08, 0.0, "right", "center"),
+    "above": (0.0, 0.06, "center", "bottom"),
+    "below": (0.0, -0.06, "center", "top"),
+    "center": (0.0, 0.0, "center", "center"),
+}
 
 
 def _facing(x0: float, y0: float, x1: float, y1: float) -> str:

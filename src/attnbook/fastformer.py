@@ -1,0 +1,444 @@
+"""Fastformer (chapter 9): additive attention in linear time, as the authors' reference code computes it.
+
+Self-attention compares every position with every other one, so its cost grows
+as ``N²`` with the length ``N``. Fastformer {Wu et al., 2021} never forms a
+pair: per head ``h`` (head width ``d_h = d / H``), it
+
+1. scores every query vector with one learned linear map,
+   ``α_i = softmax_i(query_att(q_i)_h / √d_h)``, and pools the queries into one
+   *global query* ``q̄ = Σ_i α_i q_i`` (the head-``h`` slice of a ``d``-vector);
+2. mixes it into every key element-wise, ``p_i = k_i ⊙ q̄``, scores those the
+   same way, ``β_i = softmax_i(key_att(p_i)_h / √d_h)``, and pools them into one
+   *global key* ``k̄ = Σ_i β_i p_i``;
+3. mixes the global key into every value element-wise, ``u_i = k̄ ⊙ v_i``, where
+   the values share the queries' projection (``v_i = q_i``), and returns
+   ``transform(u_i) + q_i``.
+
+Each step is a pass over the positions: the cost is ``O(N d²)`` for the
+projections and ``O(N d)`` for the two poolings. The submodules carry the
+names of the authors' ``FastSelfAttention`` (``query``, ``key``,
+``query_att``, ``key_att``, ``transform``), so a state dict of theirs loads
+into :class:`FastSelfAttention` as it is.
+
+Also here: :class:`FastformerLayer` and :class:`FastformerEncoder` (the
+authors' post-norm block: attention, output projection, dropout, residual
+LayerNorm, then a GELU feed-forward network with its residual LayerNorm; with
+the paper's optional sharing of one layer's parameters across the stack), a
+causal variant in which position ``i`` pools positions ``≤ i`` only, computed
+with prefix sums in linear time, and, for comparison, :class:`SoftmaxEncoder`:
+the same block built around chapter 5's :class:`~attnbook.attention.MultiHeadAttention`.
+Masks are bool with ``True`` = ignore (padding), as everywhere in the library.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import MultiHeadAttention, masked_softmax
+
+__all__ = [
+    "FastSelfAttention",
+    "prefix_softmax_pool",
+    "AttentionPooling",
+    "FastformerLayer",
+    "FastformerEncoder",
+    "SoftmaxEncoderLayer",
+    "SoftmaxEncoder",
+]
+
+
+def _check_input(x: torch.Tensor, d_model: int, name: str = "x") -> tuple[int, int]:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 3:
+        raise ValueError(f"{name} must have shape (B, N, d_model), got shape {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    if x.shape[-1] != d_model:
+        raise ValueError(f"{name} has width {x.shape[-1]}, but this layer has d_model={d_model}")
+    if x.shape[1] < 1:
+        raise ValueError(f"{name} is an empty sequence (N=0): there is nothing to attend to")
+    return x.shape[0], x.shape[1]
+
+
+def _check_padding_mask(mask: torch.Tensor | None, B: int, N: int) -> None:
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"key_padding_mask must be a torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"key_padding_mask must be a bool tensor (True = padding, ignore), got dtype {mask.dtype}; "
+            "convert a 0/1 mask with `mask.bool()` or build one from lengths with attnbook.masks.padding_mask"
+        )
+    if tuple(mask.shape) != (B, N):
+        raise ValueError(f"key_padding_mask must have shape (B, N) = ({B}, {N}), got {tuple(mask.shape)}")
+
+
+def _check_heads(d_model: int, num_heads: int) -> None:
+    for name, value in (("d_model", d_model), ("num_heads", num_heads)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if d_model % num_heads != 0:
+        raise ValueError(
+            f"d_model ({d_model}) must be divisible by num_heads ({num_heads}): "
+            f"each head pools a slice of d_model // num_heads features"
+        )
+
+
+def _check_dropout(dropout: float) -> None:
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be a probability in [0, 1), got {dropout}")
+
+
+def prefix_softmax_pool(scores: torch.Tensor, values: torch.Tensor, ignore: torch.Tensor | None = None) -> torch.Tensor:
+    """Causal attention pooling in linear time: ``out_i = Σ_{j ≤ i} softmax_{j ≤ i}(s)_j · v_j``.
+
+    ``scores`` ``(B, N, H)`` (one score per position and head), ``values``
+    ``(B, N, H, d_h)``, ``ignore`` ``(B, N)`` bool (``True`` = padding, zero
+    weight) or ``None``. Returns ``(B, N, H, d_h)``: row ``i`` pools the values
+    of positions ``0..i`` with the softmax of their scores. A position with no
+    unmasked position at or before it gets zeros.
+
+    The weights of row ``i`` are ``exp(s_j - L_i)`` with ``L_i = log Σ_{j≤i} exp(s_j)``,
+    a running log-sum-exp (``torch.logcumsumexp``), so no exponential ever
+    overflows, whatever the scores. Values may be negative, so each value is
+    split into its positive and negative parts, whose weighted prefix sums are
+    accumulated in log space too: ``log Σ_{j≤i} exp(s_j + log v⁺_j)``. Every
+    tensor has ``N`` rows, never ``N × N``: the cost is ``O(N d)``.
+    """
+    low = torch.finfo(scores.dtype).min
+    if ignore is not None:
+        scores = scores.masked_fill(ignore[:, :, None], low)
+    total = torch.logcumsumexp(scores, dim=1)  # (B, N, H): L_i
+    shifted = scores[..., None] + values.abs().clamp_min(torch.finfo(values.dtype).tiny).log()  # s_j + log|v_j|
+    positive = torch.logcumsumexp(shifted.masked_fill(values <= 0, low), dim=1)
+    negative = torch.logcumsumexp(shifted.masked_fill(values >= 0, low), dim=1)
+    if ignore is not None:  # rows that see only padding: L_i would be ~ -inf; make their weights exactly zero
+        empty = (~ignore).cumsum(dim=1) == 0
+        total = total.masked_fill(empty[:, :, None], 0.0)
+    total = total[..., None]
+    return torch.exp(positive - total) - torch.exp(negative - total)
+
+
+class FastSelfAttention(nn.Module):
+    """Fastformer's additive self-attention, with the authors' semantics and submodule names.
+
+    ``FastSelfAttention(d_model, num_heads)`` has five linear layers: ``query``
+    and ``key`` (``d → d``), ``query_att`` and ``key_att`` (``d → H``: each
+    scores the *whole* ``d``-vector once per head) and ``transform`` (``d → d``).
+    With 256 features and 16 heads that is 205,600 parameters, as in the
+    authors' module.
+
+    ``forward(x, key_padding_mask=None, need_weights=False, causal=False)``
+    maps ``(B, N, d)`` to ``(B, N, d)``. ``key_padding_mask`` ``(B, N)`` is bool,
+    ``True`` = padding: padded positions get zero weight in both poolings (so
+    their content never changes the other positions' outputs), and a sequence
+    that is all padding gets zero global vectors, never NaN. With
+    ``need_weights=True`` it returns ``(output, alpha, beta)``, the two pooling
+    weights of shape ``(B, H, N)`` (``beta`` is ``None`` without the second
+    pooling, ``key_pooling=False``).
+
+    ``causal=True`` is the decoder's variant: position ``i`` pools positions
+    ``≤ i`` only (:func:`prefix_softmax_pool`). Its global query ``q̄_i`` is a
+    running pooling; key ``j`` is mixed with the global query as it stood at
+    ``j``, ``p_j = k_j ⊙ q̄_j`` (mixing every earlier key with the newest ``q̄_i``
+    would make the second pooling depend on pairs ``(i, j)``: quadratic again);
+    ``k̄_i`` pools ``p_0 … p_i``. It has no per-row weights to return.
+
+    The ablations of chapter 9 are options; the defaults are the authors' model:
+
+    - ``add_query=False`` drops the ``+ q_i`` of the output;
+    - ``share_value=False`` gives the values their own projection ``value``
+      (``d → d``) instead of reusing the queries;
+    - ``key_pooling=False`` skips the second pooling: ``u_i = q̄ ⊙ v_i``
+      (``key`` and ``key_att`` are then not built).
+
+    ``init_std`` is the standard deviation of the weights' normal
+    initialization (the authors' 0.02; biases start at zero); ``None`` keeps
+    PyTorch's default initialization of ``nn.Linear``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        *,
+        add_query: bool = True,
+        share_value: bool = True,
+        key_pooling: bool = True,
+        init_std: float | None = 0.02,
+    ) -> None:
+        super().__init__()
+        _check_heads(d_model, num_heads)
+        if init_std is not None and not init_std > 0:
+            raise ValueError(f"init_std must be a positive standard deviation or None, got {init_std}")
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.head_dim = d_model // num_heads
+        self.add_query = add_query
+        self.share_value = share_value
+        self.key_pooling = key_pooling
+        self.init_std = init_std
+        self.query = nn.Linear(d_model, d_model)
+        self.query_att = nn.Linear(d_model, num_heads)
+        if key_pooling:
+            self.key = nn.Linear(d_model, d_model)
+            self.key_att = nn.Linear(d_model, num_heads)
+        if not share_value:
+            self.value = nn.Linear(d_model, d_model)
+        self.transform = nn.Linear(d_model, d_model)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The authors' initialization: weights ~ N(0, init_std²), zero biases (or PyTorch's default)."""
+        for module in self.children():
+            if self.init_std is None:
+                module.reset_parameters()
+            else:
+                nn.init.normal_(module.weight, mean=0.0, std=self.init_std)
+                nn.init.zeros_(module.bias)
+
+    def extra_repr(self) -> str:
+        options = [f"d_model={self.d_model}", f"num_heads={self.num_heads}"]
+        for name, default in (("add_query", True), ("share_value", True), ("key_pooling", True)):
+            if getattr(self, name) != default:
+                options.append(f"{name}={getattr(self, name)}")
+        return ", ".join(options)
+
+    def _scores(self, scorer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        """One score per position and head, ``(B, N, H)``: a linear map of the whole vector, over √d_h."""
+        return scorer(x) / math.sqrt(self.head_dim)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        key_padding_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+        causal: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        B, N = _check_input(x, self.d_model)
+        _check_padding_mask(key_padding_mask, B, N)
+        if causal and need_weights:
+            raise ValueError(
+                "need_weights=True is not available with causal=True: every position has its own weights "
+                "(an N x N grid), which the linear-time computation never forms"
+            )
+        H, d_h = self.num_heads, self.head_dim
+        q = self.query(x)  # (B, N, d)
+        v = q if self.share_value else self.value(x)
+        alpha = beta = None
+        if causal:
+            q_global = self._causal_pool(self._scores(self.query_att, q), q, key_padding_mask)  # (B, N, d)
+        else:
+            alpha, q_global = self._pool(self._scores(self.query_att, q), q, key_padding_mask)  # (B, H, N), (B, 1, d)
+        if self.key_pooling:
+            p = self.key(x) * q_global  # p_i = k_i ⊙ q̄ (causal: ⊙ q̄_i)
+            if causal:
+                k_global = self._causal_pool(self._scores(self.key_att, p), p, key_padding_mask)
+            else:
+                beta, k_global = self._pool(self._scores(self.key_att, p), p, key_padding_mask)
+            u = k_global * v  # u_i = k̄ ⊙ v_i, with v_i = q_i unless share_value=False
+        else:
+            u = q_global * v
+        out = self.transform(u)
+        if self.add_query:
+            out = out + q
+        return (out, alpha, beta) if need_weights else out
+
+    def _pool(self, scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Softmax over positions of ``scores`` ``(B, N, H)``; the weighted sum of each head's slice of ``values`` ``(B, N, d)``."""
+        B, N, _ = values.shape
+        weights = masked_softmax(scores.transpose(1, 2), None if mask is None else mask[:, None, :])  # (B, H, N)
+        heads = values.view(B, N, self.num_heads, self.head_dim)
+        pooled = torch.einsum("bhn,bnhe->bhe", weights, heads)  # (B, H, d_h)
+        return weights, pooled.reshape(B, 1, self.d_model)
+
+    def _causal_pool(self, scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        B, N, _ = values.shape
+        heads = values.view(B, N, self.num_heads, self.head_dim)
+        return prefix_softmax_pool(scores, heads, mask).reshape(B, N, self.d_model)
+
+
+class AttentionPooling(nn.Module):
+    """The authors' pooler: one vector per sequence, an attention-weighted average of its positions.
+
+    Additive attention in the 2015 sense, with a learned query: the score of
+    position ``i`` is ``w · tanh(W x_i + b) + c`` (``att_fc1``, ``att_fc2``);
+    the weights are their softmax over the unpadded positions.
+    ``forward(x (B, N, d), key_padding_mask=None)`` returns ``(B, d)``; a
+    sequence that is all padding gets a zero vector.
+    """
+
+    def __init__(self, d_model: int, hidden: int | None = None) -> None:
+        super().__init__()
+        _check_heads(d_model, 1)
+        self.d_model = d_model
+        self.att_fc1 = nn.Linear(d_model, hidden or d_model)
+        self.att_fc2 = nn.Linear(hidden or d_model, 1)
+
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, need_weights: bool = False):
+        B, N = _check_input(x, self.d_model)
+        _check_padding_mask(key_padding_mask, B, N)
+        scores = self.att_fc2(torch.tanh(self.att_fc1(x))).squeeze(-1)  # (B, N)
+        weights = masked_softmax(scores, key_padding_mask)
+        pooled = torch.einsum("bn,bnd->bd", weights, x)
+        return (pooled, weights) if need_weights else pooled
+
+
+# --- The blocks: the authors' post-norm layer, around either attention -------------------------
+
+
+class _PostNormLayer(nn.Module):
+    """``a = LayerNorm(x + dropout(attention(x)))``, then ``LayerNorm(a + dropout(FFN(a)))`` with a GELU FFN."""
+
+    def __init__(self, d_model: int, dim_feedforward: int | None, dropout: float, layer_norm_eps: float) -> None:
+        super().__init__()
+        _check_dropout(dropout)
+        dim_feedforward = 4 * d_model if dim_feedforward is None else dim_feedforward
+        if isinstance(dim_feedforward, bool) or not isinstance(dim_feedforward, int) or dim_feedforward < 1:
+            raise ValueError(f"dim_feedforward must be a positive integer, got {dim_feedforward!r}")
+        self.d_model = d_model
+        self.attention_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.intermediate = nn.Linear(d_model, dim_feedforward)
+        self.output = nn.Linear(dim_feedforward, d_model)
+        self.output_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout = nn.Dropout(dropout)
+
+    def _attend(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None, causal: bool) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+        B, N = _check_input(x, self.d_model)
+        _check_padding_mask(key_padding_mask, B, N)
+        a = self.attention_norm(x + self.dropout(self._attend(x, key_padding_mask, causal)))
+        return self.output_norm(a + self.dropout(self.output(F.gelu(self.intermediate(a)))))
+
+
+class FastformerLayer(_PostNormLayer):
+    """One Fastformer block, as the authors build it (BERT's post-norm layout around :class:`FastSelfAttention`).
+
+    ``a = LayerNorm(x + dropout(attention_output(attention(x))))``, then
+    ``LayerNorm(a + dropout(output(gelu(intermediate(a)))))``. The
+    feed-forward width defaults to ``4 d_model``; ``layer_norm_eps`` to the
+    authors' 1e-12. ``forward(x, key_padding_mask=None, causal=False)``.
+    Keyword options of :class:`FastSelfAttention` (``add_query``,
+    ``share_value``, ``key_pooling``, ``init_std``) pass through.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        dim_feedforward: int | None = None,
+        dropout: float = 0.1,
+        layer_norm_eps: float = 1e-12,
+        **attention_options,
+    ) -> None:
+        super().__init__(d_model, dim_feedforward, dropout, layer_norm_eps)
+        self.attention = FastSelfAttention(d_model, num_heads, **attention_options)
+        self.attention_output = nn.Linear(d_model, d_model)
+
+    def _attend(self, x, key_padding_mask, causal):
+        return self.attention_output(self.attention(x, key_padding_mask, causal=causal))
+
+
+class SoftmaxEncoderLayer(_PostNormLayer):
+    """The same block around chapter 5's :class:`~attnbook.attention.MultiHeadAttention`: the softmax baseline.
+
+    Multi-head attention's own output projection plays the part of the
+    Fastformer block's ``attention_output``, so with the same width, heads and
+    feed-forward width the two blocks have the same ``4 d² + 4 d`` attention
+    parameters, up to Fastformer's two small scoring layers (``2 (d H + H)``).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        dim_feedforward: int | None = None,
+        dropout: float = 0.1,
+        layer_norm_eps: float = 1e-12,
+    ) -> None:
+        super().__init__(d_model, dim_feedforward, dropout, layer_norm_eps)
+        self.attention = MultiHeadAttention(d_model, num_heads, dropout=0.0)
+
+    def _attend(self, x, key_padding_mask, causal):
+        return self.attention(x, x, x, key_padding_mask=key_padding_mask, causal=causal)
+
+
+class _Stack(nn.Module):
+    def __init__(self, make_layer, d_model: int, num_layers: int, share_layers: bool) -> None:
+        super().__init__()
+        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
+            raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
+        self.d_model = d_model
+        self.num_layers = num_layers
+        self.share_layers = share_layers
+        self.layers = nn.ModuleList([make_layer() for _ in range(1 if share_layers else num_layers)])
+
+    def extra_repr(self) -> str:
+        return f"num_layers={self.num_layers}, share_layers={self.share_layers}"
+
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+        B, N = _check_input(x, self.d_model)
+        _check_padding_mask(key_padding_mask, B, N)
+        for i in range(self.num_layers):
+            x = self.layers[0 if self.share_layers else i](x, key_padding_mask, causal=causal)
+        return x
+
+
+class FastformerEncoder(_Stack):
+    """A stack of ``num_layers`` :class:`FastformerLayer` s: ``(B, N, d)`` → ``(B, N, d)``.
+
+    ``share_layers=True`` is the paper's layer-wise parameter sharing: one
+    layer's parameters, applied ``num_layers`` times. Positions are the
+    caller's business (add an encoding from :mod:`attnbook.positional`
+    first), as is pooling the output (:class:`AttentionPooling`).
+    ``forward(x, key_padding_mask=None, causal=False)``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        num_layers: int,
+        dim_feedforward: int | None = None,
+        dropout: float = 0.1,
+        share_layers: bool = False,
+        layer_norm_eps: float = 1e-12,
+        **attention_options,
+    ) -> None:
+        _check_heads(d_model, num_heads)
+        super().__init__(
+            lambda: FastformerLayer(d_model, num_heads, dim_feedforward, dropout, layer_norm_eps, **attention_options),
+            d_model,
+            num_layers,
+            share_layers,
+        )
+
+
+class SoftmaxEncoder(_Stack):
+    """A stack of :class:`SoftmaxEncoderLayer` s, with the same options as :class:`FastformerEncoder`."""
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        num_layers: int,
+        dim_feedforward: int | None = None,
+        dropout: float = 0.1,
+        share_layers: bool = False,
+        layer_norm_eps: float = 1e-12,
+    ) -> None:
+        _check_heads(d_model, num_heads)
+        super().__init__(
+            lambda: SoftmaxEncoderLayer(d_model, num_heads, dim_feedforward, dropout, layer_norm_eps),
+            d_model,
+            num_layers,
+            share_layers,
+        )

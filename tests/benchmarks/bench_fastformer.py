@@ -1,0 +1,218 @@
+"""Benchmark: Fastformer against softmax attention, time and peak memory against sequence length (chapter 9).
+
+One measurement is one forward and one backward pass of self-attention over a
+single sequence (batch 1) of width 256, float32, on 2 CPU threads, for:
+
+- fastformer: ``attnbook.fastformer.FastSelfAttention(256, 16)``, the authors' configuration;
+- mha:        ``attnbook.attention.MultiHeadAttention(256, 8)``, fast path (PyTorch's fused
+              kernel from 192 keys on); 8 heads, its faster setting here (16 heads of width 16 are slower);
+- explicit:   the same layer with ``need_weights=True``: chapter 4's ``scaled_dot_product_attention``,
+              which builds the ``N x N`` weights; run only where they fit in ``--max-gb``;
+- causal:     ``FastSelfAttention(256, 16)`` with ``causal=True`` (prefix sums; for information, no goal).
+
+At each length the contenders are interleaved: every round times each of them
+once, in a shuffled order, so that a change in the machine's load hits all of
+them alike; the script prints medians. Peak memory is measured once per
+contender and length, from the allocations PyTorch's profiler records during
+one forward and backward pass. Then it fits the slope of log(time) against
+log(N) from N = 1,024 on, finds the length at which Fastformer overtakes each
+softmax attention, and checks the goals:
+
+    Fastformer's time grows as N^s with s <= 1.1 (N >= 1,024)
+    at N = 4,096, Fastformer is at least 10x faster than MultiHeadAttention
+
+It exits with status 1 when a goal is missed. Run it standalone (``make bench``
+runs every benchmark):
+
+    PYTHONPATH=src python tests/benchmarks/bench_fastformer.py [--rounds 7] [--max-n 16384] [--max-gb 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import statistics
+import sys
+import time
+
+import torch
+
+from attnbook.attention import MultiHeadAttention
+from attnbook.fastformer import FastSelfAttention
+
+WIDTH, FAST_HEADS, MHA_HEADS = 256, 16, 8
+SLOPE_FROM, SLOPE_GOAL, RATIO_AT, RATIO_GOAL = 1024, 1.1, 4096, 10.0
+NAMES = ["fastformer", "mha", "explicit", "causal"]
+
+
+def contenders(seed: int = 0) -> dict:
+    torch.manual_seed(seed)
+    fast = FastSelfAttention(WIDTH, FAST_HEADS)
+    mha = MultiHeadAttention(WIDTH, MHA_HEADS)
+    return {
+        "fastformer": (fast, lambda x: fast(x)),
+        "mha": (mha, lambda x: mha(x, x, x)),
+        "explicit": (mha, lambda x: mha(x, x, x, need_weights=True)[0]),
+        "causal": (fast, lambda x: fast(x, causal=True)),
+    }
+
+
+def explicit_bytes(n: int) -> int:
+    """What the explicit attention holds at its peak, about: scores, weights and two gradients of (heads, N, N) floats."""
+    return 4 * MHA_HEADS * n * n * 4
+
+
+def time_once(module, run, x: torch.Tensor, grad: torch.Tensor) -> float:
+    module.zero_grad(set_to_none=True)
+    x.grad = None
+    start = time.perf_counter()
+    run(x).backward(grad)
+    return time.perf_counter() - start
+
+
+def peak_bytes(module, run, x: torch.Tensor, grad: torch.Tensor) -> int:
+    """The peak of the bytes allocated during one forward + backward pass, from the profiler's allocation records."""
+    from torch.profiler import ProfilerActivity, profile
+
+    module.zero_grad(set_to_none=True)
+    x.grad = None
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        run(x).backward(grad)
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    current = peak = 0
+    for event in sorted(events, key=lambda e: e.start_ns()):
+        current += event.nbytes()
+        peak = max(peak, current)
+    return peak
+
+
+def _predicted(series: dict[int, float], n: int) -> float:
+    """A pessimistic guess of one pass's time at length ``n``: the last one measured, scaled as N²."""
+    if not series:
+        return 0.0
+    last = max(series)
+    return series[last] * (n / last) ** 2
+
+
+def measure(lengths: list[int], rounds: int, max_gb: float, max_seconds: float, seed: int = 0) -> tuple[dict, dict]:
+    runs = contenders(seed)
+    shuffle = random.Random(seed)
+    times: dict[str, dict[int, float]] = {name: {} for name in NAMES}
+    memory: dict[str, dict[int, int]] = {name: {} for name in NAMES}
+    dropped: dict[str, str] = {}
+    for n in lengths:
+        active = []
+        for name in NAMES:
+            if name in dropped:
+                continue
+            if name == "explicit" and explicit_bytes(n) > max_gb * 2**30:
+                dropped[name] = f"from N={n}: its N x N tensors would need about {explicit_bytes(n) / 2**30:.1f} GB (--max-gb {max_gb})"
+                continue
+            active.append(name)
+        torch.manual_seed(seed + n)
+        x = torch.randn(1, n, WIDTH, requires_grad=True)
+        grad = torch.randn(1, n, WIDTH)
+        n_rounds = rounds if max(_predicted(times[name], n) for name in active) < 1.0 else max(3, rounds // 2)
+        samples: dict[str, list[float]] = {name: [] for name in active}
+        order = list(active)
+        for r in range(1 + n_rounds):  # the first round warms up
+            shuffle.shuffle(order)
+            for name in order:
+                seconds = time_once(*runs[name], x, grad)
+                if r > 0:
+                    samples[name].append(seconds)
+        line = [f"N={n:>6} ({n_rounds} rounds)"]
+        for name in active:
+            times[name][n] = statistics.median(samples[name])
+            memory[name][n] = peak_bytes(*runs[name], x, grad)
+            line.append(f"{name} {times[name][n] * 1e3:9.1f} ms {memory[name][n] / 2**20:8.1f} MB")
+            if times[name][n] > max_seconds:
+                dropped[name] = f"from the length after N={n}: one pass took {times[name][n]:.1f} s (--max-seconds {max_seconds})"
+        print("  ".join(line), flush=True)
+    for name, why in dropped.items():
+        print(f"  {name}: not run {why}")
+    return times, memory
+
+
+def slope(series: dict[int, float], start: int = SLOPE_FROM) -> float:
+    """Least-squares slope of log(time) against log(N), over the lengths >= start."""
+    points = [(math.log(n), math.log(t)) for n, t in series.items() if n >= start]
+    if len(points) < 2:
+        return float("nan")
+    mx = statistics.fmean(p[0] for p in points)
+    my = statistics.fmean(p[1] for p in points)
+    return sum((px - mx) * (py - my) for px, py in points) / sum((px - mx) ** 2 for px, _ in points)
+
+
+def crossover(fast: dict[int, float], other: dict[int, float]) -> str:
+    """The length at which ``fast`` becomes faster than ``other``, interpolated on log-log axes."""
+    common = sorted(set(fast) & set(other))
+    if not common:
+        return "not measured"
+    ratios = [(n, other[n] / fast[n]) for n in common]
+    if ratios[0][1] >= 1:
+        return f"at or below N={ratios[0][0]} (already {ratios[0][1]:.2f}x faster there)"
+    for (n0, r0), (n1, r1) in zip(ratios, ratios[1:]):
+        if r1 >= 1:
+            t = -math.log(r0) / (math.log(r1) - math.log(r0))
+            return f"N ~ {math.exp(math.log(n0) + t * (math.log(n1) - math.log(n0))):,.0f} (between {n0} and {n1})"
+    return f"above N={common[-1]} (still {1 / ratios[-1][1]:.2f}x slower there)"
+
+
+def report(times: dict, memory: dict) -> bool:
+    fast = times["fastformer"]
+    print("\nratios of medians (softmax time / Fastformer time):")
+    for n in sorted(fast):
+        parts = [f"{name} / fastformer {times[name][n] / fast[n]:7.2f}" for name in ("mha", "explicit") if n in times[name]]
+        print(f"  N={n:>6}  " + "  ".join(parts))
+    print(f"\nslopes of log(time) against log(N), from N={SLOPE_FROM}:")
+    slopes = {name: slope(times[name]) for name in NAMES}
+    mem_slopes = {name: slope({n: float(b) for n, b in memory[name].items() if b > 0}) for name in NAMES}
+    for name in NAMES:
+        span = [n for n in times[name] if n >= SLOPE_FROM]
+        if span:
+            print(f"  {name:<11} time {slopes[name]:5.2f}   peak memory {mem_slopes[name]:5.2f}   (N={min(span)}..{max(span)})")
+    print("\ncrossover (Fastformer becomes the faster one):")
+    for name in ("mha", "explicit"):
+        print(f"  against {name:<9} {crossover(fast, times[name])}")
+    ok = True
+    s = slopes["fastformer"]
+    met = s <= SLOPE_GOAL
+    ok &= met
+    print(f"\ngoal: Fastformer's slope <= {SLOPE_GOAL}: {s:.2f}, {'met' if met else 'NOT met'}")
+    if RATIO_AT in fast and RATIO_AT in times["mha"]:
+        r = times["mha"][RATIO_AT] / fast[RATIO_AT]
+        met = r >= RATIO_GOAL
+        print(f"goal: at N={RATIO_AT}, MultiHeadAttention / Fastformer >= {RATIO_GOAL}: {r:.1f}, {'met' if met else 'NOT met'}")
+    else:
+        met = False
+        print(f"goal: the ratio at N={RATIO_AT} was not measured: NOT met")
+    return ok and met
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=7, help="timed rounds per length (halved, at least 3, for slow lengths)")
+    parser.add_argument("--min-n", type=int, default=64)
+    parser.add_argument("--max-n", type=int, default=16384)
+    parser.add_argument("--max-gb", type=float, default=3.0, help="skip the explicit attention where its N x N tensors exceed this")
+    parser.add_argument("--max-seconds", type=float, default=20.0, help="stop a contender after a length where one pass took longer")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    lengths = [n for n in (2**k for k in range(4, 16)) if args.min_n <= n <= args.max_n]
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, batch 1, width {WIDTH}; "
+          f"Fastformer {FAST_HEADS} heads, MultiHeadAttention {MHA_HEADS} heads")
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    start = time.perf_counter()
+    times, memory = measure(lengths, args.rounds, args.max_gb, args.max_seconds)
+    ok = report(times, memory)
+    print(f"\nload average after: {os.getloadavg()[0]:.2f}; {time.perf_counter() - start:.0f} s in all")
+    print("all goals met" if ok else "some goals NOT met (on a loaded machine, run again)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

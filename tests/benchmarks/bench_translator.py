@@ -1,0 +1,253 @@
+"""Chapter 8's speed figures: training throughput, the key-value cache, beam search.
+
+1. Training throughput, in target tokens per second, of three Transformers of
+   the same configuration on the same batches of the bundled corpus (forward,
+   the label-smoothed loss, backward, clipping, Adam):
+   - ours: ``attnbook.transformer.Transformer``;
+   - d2l: ``d2l.TransformerEncoder`` with a decoder of the d2l book's design
+     assembled from d2l's blocks (the d2l package ships no decoder);
+   - torch: ``torch.nn.Transformer`` between embeddings, the same sinusoidal
+     positions and an output layer.
+   Each is timed over the same list of batches, the three interleaved, and the
+   script reports the medians and the ratios ours / d2l and ours / torch.
+2. The key-value cache: generating 64 tokens for a batch, one step at a time,
+   with the cache (``model.start(src, mask)``) and without it
+   (``cache=False``: the decoder runs over the whole prefix at every step).
+3. Beam search: seconds per test sentence for greedy decoding and for beam
+   search with k = 1 and k = 4, on a model trained for a few epochs (so that
+   translations end with ``<eos>`` where a trained model's do).
+
+Float32 (the realistic case); two threads unless ``--threads`` says otherwise.
+
+    python tests/benchmarks/bench_translator.py [--threads 2] [--repeats 5] [--batches 12] [--train-epochs 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+
+import torch
+from torch import nn
+
+from attnbook.data import load_corpus
+from attnbook.decode import beam_search, greedy_decode
+from attnbook.positional import SinusoidalPositionalEncoding
+from attnbook.train import paper_optimizer, sequence_loss, train
+from attnbook.transformer import Transformer, TransformerConfig
+
+#: The corpus the chapter trains on.
+N_PAIRS, MAX_LEN, BATCH = 4_000, 25, 64
+#: Configurations: the chapter's small model, and a wider, deeper one.
+CONFIGS = {
+    "chapter 8 (d=64, h=4, 2+2 layers, ff=256)": dict(d_model=64, num_heads=4, num_layers=2, d_ff=256),
+    "wider (d=256, h=8, 3+3 layers, ff=1024)": dict(d_model=256, num_heads=8, num_layers=3, d_ff=1024),
+}
+DROPOUT = 0.1
+
+
+# --- the three models --------------------------------------------------------------------------
+
+
+def ours(src_vocab: int, tgt_vocab: int, d_model: int, num_heads: int, num_layers: int, d_ff: int) -> nn.Module:
+    config = TransformerConfig(src_vocab, tgt_vocab, d_model=d_model, num_heads=num_heads, num_layers=num_layers, d_ff=d_ff, dropout=DROPOUT, max_len=256)
+    return Transformer(config)
+
+
+class TorchTransformer(nn.Module):
+    """``torch.nn.Transformer`` (post-LN, batch first) between embeddings + sinusoidal positions and an output layer."""
+
+    def __init__(self, src_vocab: int, tgt_vocab: int, d_model: int, num_heads: int, num_layers: int, d_ff: int) -> None:
+        super().__init__()
+        self.scale = math.sqrt(d_model)
+        self.src_embedding, self.tgt_embedding = nn.Embedding(src_vocab, d_model), nn.Embedding(tgt_vocab, d_model)
+        self.positional = SinusoidalPositionalEncoding(d_model, max_len=256, dropout=DROPOUT)
+        self.transformer = nn.Transformer(d_model, num_heads, num_layers, num_layers, d_ff, DROPOUT, batch_first=True)
+        self.output = nn.Linear(d_model, tgt_vocab, bias=False)
+
+    def forward(self, src, src_mask, tgt_in):
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.shape[1], dtype=torch.bool)
+        x = self.positional(self.src_embedding(src) * self.scale)
+        y = self.positional(self.tgt_embedding(tgt_in) * self.scale)
+        out = self.transformer(x, y, tgt_mask=causal, src_key_padding_mask=src_mask, memory_key_padding_mask=src_mask, tgt_is_causal=True)
+        return self.output(out)
+
+
+def d2l_transformer(src_vocab: int, tgt_vocab: int, d_model: int, num_heads: int, num_layers: int, d_ff: int) -> nn.Module:
+    """d2l's encoder, and a decoder of the d2l book's design (section 11.7) built from d2l's blocks."""
+    from d2l import torch as d2l
+
+    class DecoderBlock(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention1 = d2l.MultiHeadAttention(d_model, num_heads, DROPOUT)
+            self.addnorm1 = d2l.AddNorm(d_model, DROPOUT)
+            self.attention2 = d2l.MultiHeadAttention(d_model, num_heads, DROPOUT)
+            self.addnorm2 = d2l.AddNorm(d_model, DROPOUT)
+            self.ffn = d2l.PositionWiseFFN(d_ff, d_model)
+            self.addnorm3 = d2l.AddNorm(d_model, DROPOUT)
+
+        def forward(self, x, memory, enc_valid_lens):
+            B, T, _ = x.shape
+            dec_valid_lens = torch.arange(1, T + 1).repeat(B, 1)  # (B, T): position t sees positions 0..t
+            y = self.addnorm1(x, self.attention1(x, x, x, dec_valid_lens))
+            z = self.addnorm2(y, self.attention2(y, memory, memory, enc_valid_lens))
+            return self.addnorm3(z, self.ffn(z))
+
+    class D2LTransformer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = d2l.TransformerEncoder(src_vocab, d_model, d_ff, num_heads, num_layers, DROPOUT)
+            self.embedding = nn.Embedding(tgt_vocab, d_model)
+            self.pos_encoding = d2l.PositionalEncoding(d_model, DROPOUT)
+            self.blocks = nn.ModuleList(DecoderBlock() for _ in range(num_layers))
+            self.dense = nn.LazyLinear(tgt_vocab)
+
+        def forward(self, src, src_mask, tgt_in):
+            enc_valid_lens = (~src_mask).sum(dim=1)
+            memory = self.encoder(src, enc_valid_lens)
+            y = self.pos_encoding(self.embedding(tgt_in) * math.sqrt(d_model))
+            for block in self.blocks:
+                y = block(y, memory, enc_valid_lens)
+            return self.dense(y)
+
+    return D2LTransformer()
+
+
+# --- 1. training throughput ----------------------------------------------------------------------
+
+
+def one_pass(model: nn.Module, optimizer, batches) -> tuple[float, int]:
+    tokens = 0
+    start = time.perf_counter()
+    for batch in batches:
+        loss = sequence_loss(model(batch.src, batch.src_mask, batch.tgt_in), batch.tgt_out, label_smoothing=0.1)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        tokens += int((batch.tgt_out != 0).sum())
+    return time.perf_counter() - start, tokens
+
+
+def throughput(corpus, batches, repeats: int) -> dict[str, dict[str, float]]:
+    results = {}
+    for label, shape in CONFIGS.items():
+        sizes = (len(corpus.src_vocab), len(corpus.tgt_vocab))
+        models = {}
+        for name, build in (("ours", ours), ("d2l", d2l_transformer), ("torch", TorchTransformer)):
+            torch.manual_seed(0)
+            model = build(*sizes, **shape).train()
+            model(batches[0].src, batches[0].src_mask, batches[0].tgt_in)  # materialize d2l's lazy layers
+            models[name] = (model, torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9))
+            one_pass(*models[name], batches[:2])  # warm up
+        rates: dict[str, list[float]] = {name: [] for name in models}
+        for _ in range(repeats):
+            for name, (model, optimizer) in models.items():  # interleaved: a change of load hits all three
+                seconds, tokens = one_pass(model, optimizer, batches)
+                rates[name].append(tokens / seconds)
+        results[label] = {name: statistics.median(r) for name, r in rates.items()}
+        params = {name: sum(p.numel() for p in m.parameters()) for name, (m, _) in models.items()}
+        r = results[label]
+        print(f"\n[1] training throughput, {label}; parameters " + ", ".join(f"{n} {p:,}" for n, p in params.items()))
+        for name in models:
+            print(f"  {name:>6}: {r[name]:9.0f} target tokens/s")
+        print(f"  ours / d2l   = {r['ours'] / r['d2l']:.2f}x    ours / torch = {r['ours'] / r['torch']:.2f}x")
+    return results
+
+
+# --- 2. the key-value cache ----------------------------------------------------------------------
+
+
+@torch.no_grad()
+def generate(model: Transformer, src, src_mask, n_tokens: int, cache: bool) -> float:
+    start = time.perf_counter()
+    state = model.start(src, src_mask, cache=cache)
+    tokens = torch.full((src.shape[0],), 1, dtype=torch.long)
+    for _ in range(n_tokens):
+        logits, state = model.step(tokens, state)
+        tokens = logits.argmax(dim=-1)
+    return time.perf_counter() - start
+
+
+def kv_cache(corpus, repeats: int, n_tokens: int = 64) -> dict[str, float]:
+    results = {}
+    test = next(iter(corpus.batches("test", batch_size=32, shuffle=False, bucket=False)))
+    for label, shape in CONFIGS.items():
+        torch.manual_seed(0)
+        model = ours(len(corpus.src_vocab), len(corpus.tgt_vocab), **shape).eval()
+        print(f"\n[2] key-value cache, {label}: {n_tokens} generated tokens")
+        for batch_size in (1, 32):
+            src, mask = test.src[:batch_size], test.src_mask[:batch_size]
+            generate(model, src, mask, 4, True)
+            times = {True: [], False: []}
+            for _ in range(repeats):
+                for cache in (True, False):
+                    times[cache].append(generate(model, src, mask, n_tokens, cache))
+            cached, uncached = statistics.median(times[True]), statistics.median(times[False])
+            results[f"{label}, batch {batch_size}"] = uncached / cached
+            print(f"  batch {batch_size:>2}: cached {1000 * cached:8.1f} ms, uncached {1000 * uncached:8.1f} ms, speed-up {uncached / cached:.1f}x")
+    return results
+
+
+# --- 3. beam search ------------------------------------------------------------------------------
+
+
+def beam_times(corpus, epochs: int, repeats: int) -> None:
+    torch.manual_seed(0)
+    shape = next(iter(CONFIGS.values()))
+    model = ours(len(corpus.src_vocab), len(corpus.tgt_vocab), **shape)
+    optimizer, scheduler = paper_optimizer(model, warmup=200, factor=2.0)
+    train(model, corpus.batches("train", batch_size=BATCH, seed=0), epochs=epochs, optimizer=optimizer, scheduler=scheduler,
+          label_smoothing=0.1, plot=False, verbose=False)
+    test = corpus.test[:200]
+    print(f"\n[3] decoding {len(test)} test sentences with the chapter's model trained {epochs} epochs (seconds per sentence)")
+    for batch_size in (64, 1):
+        batches = list(corpus.batches("test", batch_size=batch_size, shuffle=False, bucket=False))
+        batches = batches[: max(1, len(test) // batch_size)]
+        n = sum(b.src.shape[0] for b in batches)
+        runs = {
+            "greedy": lambda b: greedy_decode(model, b.src, b.src_mask, max_len=b.src.shape[1] + 50),
+            "beam k=1": lambda b: beam_search(model, b.src, b.src_mask, beam_size=1),
+            "beam k=4": lambda b: beam_search(model, b.src, b.src_mask, beam_size=4),
+        }
+        times = {name: [] for name in runs}
+        for _ in range(repeats):
+            for name, run in runs.items():
+                start = time.perf_counter()
+                for b in batches:
+                    run(b)
+                times[name].append((time.perf_counter() - start) / n)
+        med = {name: statistics.median(t) for name, t in times.items()}
+        line = ", ".join(f"{name} {1000 * t:6.2f} ms" for name, t in med.items())
+        print(f"  batches of {batch_size:>2}: {line}; beam 4 / greedy {med['beam k=4'] / med['greedy']:.1f}x")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--batches", type=int, default=12)
+    parser.add_argument("--train-epochs", type=int, default=6)
+    parser.add_argument("--only", choices=["throughput", "cache", "beam"], nargs="*")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    corpus = load_corpus(n_pairs=N_PAIRS, seed=0, max_len=MAX_LEN)
+    batches = [b for _, b in zip(range(args.batches), corpus.batches("train", batch_size=BATCH, seed=0))]
+    n_tokens = sum(int((b.tgt_out != 0).sum()) for b in batches)
+    print(f"{corpus}; {len(batches)} batches of {BATCH} pairs ({n_tokens} target tokens); float32, {args.threads} threads; "
+          f"medians of {args.repeats} runs")
+    only = set(args.only or ["throughput", "cache", "beam"])
+    if "throughput" in only:
+        throughput(corpus, batches, args.repeats)
+    if "cache" in only:
+        kv_cache(corpus, args.repeats)
+    if "beam" in only:
+        beam_times(corpus, args.train_epochs, max(1, args.repeats // 2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,104 @@
+"""Strict warnings: under the tests, a DeprecationWarning that the course's code provokes is an error.
+
+``setup()`` installs the filter when ``ATTNBOOK_STRICT_WARNINGS`` is set, which
+``notebooks/conftest.py`` does for the kernels nbval starts. These tests run in
+fresh interpreters, because the filter (and the check on tensors handed to
+Matplotlib) would otherwise stay in this test process.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import nbformat
+import pytest
+
+from conftest import ROOT
+
+# Code compiled under the file name ipykernel gives a cell counts as a notebook cell.
+SCRIPT = textwrap.dedent(
+    """
+    import os, warnings
+    import matplotlib
+    matplotlib.use("Agg")
+    from attnbook import notebook
+    notebook.setup(figures=False)
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import torch
+
+    def in_cell(source):
+        try:
+            exec(compile(source, "/tmp/ipykernel_4242/1234.py", "exec"), {"plt": plt, "np": np, "torch": torch})
+        except DeprecationWarning as err:
+            return "error: " + str(err)[:60]
+        return "ok"
+
+    print("plot tensor:", in_cell("plt.plot(torch.arange(3))"))
+    print("plot array:", in_cell("plt.plot(torch.arange(3).numpy())"))
+    print("imshow tensor:", in_cell("plt.imshow(torch.rand(3, 3))"))
+    print("asarray tensor:", in_cell("np.asarray(torch.arange(3))"))
+    plt.plot(torch.arange(3))  # not a cell, not attnbook: the strict filter does not apply
+    print("outside the course:", "ok")
+    # NumPy's own warning, raised inside Matplotlib, without the check on tensors.
+    if notebook._tensor_to_array is not None:
+        torch.Tensor.__array__ = notebook._tensor_to_array
+    print("numpy's warning:", in_cell("plt.imshow(torch.rand(3, 3))"))
+    print("numpy's warning, not in a cell:", "ok" if plt.imshow(torch.rand(3, 3)) else "?")
+    """
+)
+
+
+def _run(strict: bool) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "ATTNBOOK_STRICT_WARNINGS"}
+    if strict:
+        env["ATTNBOOK_STRICT_WARNINGS"] = "1"
+    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return dict(line.split(": ", 1) for line in done.stdout.strip().splitlines())
+
+
+def test_strict_mode_raises_what_the_course_provokes_and_nothing_else():
+    seen = _run(strict=True)
+    assert seen["plot tensor"].startswith("error: a tensor was passed to Matplotlib")
+    assert seen["imshow tensor"].startswith("error: a tensor was passed to Matplotlib")
+    assert seen["plot array"] == "ok"
+    assert seen["asarray tensor"] == "ok", "only Matplotlib's conversions are held to the rule"
+    assert seen["outside the course"] == "ok"
+    assert seen["numpy's warning"].startswith("error: __array__ implementation doesn't accept a copy"), (
+        "NumPy's warning is attributed to Matplotlib, yet raised on behalf of the cell: it must be an error"
+    )
+    assert seen["numpy's warning, not in a cell"] == "ok"
+
+
+def test_without_the_variable_nothing_changes():
+    seen = _run(strict=False)
+    assert seen["plot tensor"] == "ok" and seen["imshow tensor"] == "ok" and seen["numpy's warning"] == "ok"
+
+
+def _notebook(*sources: str):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    return nb
+
+
+@pytest.mark.slow
+def test_nbval_fails_a_notebook_that_hands_matplotlib_a_tensor(tmp_path):
+    """End to end, as the suite runs a chapter: nbval, notebooks/conftest.py, a kernel, setup()."""
+    shutil.copy(ROOT / "notebooks" / "conftest.py", tmp_path / "conftest.py")
+    setup_cell = "from attnbook.notebook import setup\n\n_ = setup()"
+    planted = "import matplotlib.pyplot as plt\nimport torch\n\nfig, ax = plt.subplots()\nax.plot(torch.arange(3))\nplt.close(fig)"
+    nbformat.write(_notebook(setup_cell, planted), tmp_path / "planted.ipynb")
+    nbformat.write(_notebook(setup_cell, planted.replace("torch.arange(3)", "torch.arange(3).numpy()")), tmp_path / "fixed.ipynb")
+    env = {k: v for k, v in os.environ.items() if k != "ATTNBOOK_STRICT_WARNINGS"}
+    command = [sys.executable, "-m", "pytest", "--nbval", "-p", "no:cacheprovider", "-rA", "--rootdir", str(tmp_path), "-c", os.devnull]
+    run = subprocess.run([*command, "planted.ipynb", "fixed.ipynb"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    out = run.stdout
+    assert "FAILED planted.ipynb::Cell 1" in out and "PASSED planted.ipynb::Cell 0" in out, out[-3000:]
+    assert "a tensor was passed to Matplotlib" in out
+    assert "PASSED fixed.ipynb::Cell 1" in out, out[-3000:]

@@ -1,0 +1,455 @@
+"""The command line, end to end: train, evaluate and translate on small pairs files, every bad input, resume, Ctrl-C.
+
+Most runs call ``main([...])`` in this process (a tiny model trains in a
+second); ``python -m attnbook.translate`` runs in a subprocess where a real
+process is the point (Ctrl-C, a terminal's progress line).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import io
+import json
+import os
+import pty
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+import attnbook.translate as cli
+from attnbook.data import generate_pairs
+from attnbook.train import read_checkpoint
+from conftest import ROOT
+
+TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-tokens", "160", "--warmup", "20", "--min-freq", "1"]
+ERROR = "attnbook-translate: error:"
+
+
+def write_anki(path: Path, rows) -> Path:
+    """Rows (first column, second column) as a manythings.org Anki file, with the attribution column."""
+    path.write_text("".join(f"{a}\t{b}\tCC-BY 2.0 (France) Attribution: tatoeba.org #{i} (x) & #{i + 1} (y)\n" for i, (a, b) in enumerate(rows)), encoding="utf-8")
+    return path
+
+
+def en_fr_rows(n: int = 240):
+    return [(p.src, p.tgt) for p in generate_pairs(n, seed=3, max_len=10, alignments=False)]
+
+
+# A small English–Chinese–Japanese phrase book of our own: subject, verb, object.
+_SUBJECTS = [("I", "我", "私", 1), ("You", "你", "あなた", 2), ("He", "他", "彼", 3), ("She", "她", "彼女", 3), ("We", "我们", "私たち", 1), ("They", "他们", "彼ら", 1)]
+_VERBS = [("like", "喜欢", "が好きです"), ("see", "看见", "を見ます"), ("want", "要", "が欲しいです"), ("buy", "买", "を買います"), ("read", "读", "を読みます")]
+_OBJECTS = [("the cat", "猫", "猫"), ("the dog", "狗", "犬"), ("tea", "茶", "お茶"), ("the book", "书", "本"), ("rice", "米饭", "ご飯"), ("the car", "汽车", "車"), ("water", "水", "水"), ("the flower", "花", "花")]
+
+
+def cjk_rows(lang: str):
+    rows = []
+    for en_s, zh_s, ja_s, person in _SUBJECTS:
+        for en_v, zh_v, ja_v in _VERBS:
+            for en_o, zh_o, ja_o in _OBJECTS:
+                verb = en_v + ("s" if person == 3 else "")
+                other = f"{zh_s}{zh_v}{zh_o}。" if lang == "zh" else f"{ja_s}は{ja_o}{ja_v}。"
+                rows.append((f"{en_s} {verb} {en_o}.", other))
+    random.Random(0).shuffle(rows)
+    return rows
+
+
+def run(argv, capsys, stdin: str | None = None, monkeypatch=None):
+    """``main(argv)`` in this process: (exit status, stdout, stderr)."""
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    status = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def assert_clean_error(status, err, *needles):
+    assert status == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(ERROR), err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in err, err
+
+
+@pytest.fixture(scope="module")
+def en_fr_run(tmp_path_factory):
+    """One tiny English→French run shared by the tests that only read it."""
+    folder = tmp_path_factory.mktemp("en-fr")
+    pairs = write_anki(folder / "fra.txt", en_fr_rows())
+    status = cli.main(["train", "--pairs", str(pairs), "--src", "en", "--tgt", "fr", "--out", str(folder / "run"), "--epochs", "2", *TINY])
+    assert status == 0
+    return folder / "run"
+
+
+# --- train, evaluate, translate ---------------------------------------------------------------
+
+
+def test_train_writes_a_complete_run_folder(en_fr_run):
+    names = {p.name for p in en_fr_run.iterdir()}
+    assert names == {"config.json", "checkpoint.pt", "log.jsonl", "truecase.json", "vocab.src.json", "vocab.tgt.json"}
+    config = json.loads((en_fr_run / "config.json").read_text())
+    assert (config["src_lang"], config["tgt_lang"], config["arch"], config["reverse"]) == ("en", "fr", "transformer", False)
+    assert config["model"]["d_model"] == 16 and config["settings"]["label_smoothing"] == 0.1
+    assert sum(config["split_sizes"].values()) == 240 and config["split_sizes"]["test"] > 0
+    payload = read_checkpoint(en_fr_run / "checkpoint.pt")  # weights_only=True inside
+    state = payload["extra"]["train_state"]
+    assert state["position"]["epoch"] == 2 and state["position"]["step_in_epoch"] == 0 and state["world"] == 1
+    assert state["optimizer"]["param_groups"][0]["betas"] == (0.9, 0.98) and state["optimizer"]["param_groups"][0]["eps"] == 1e-9
+    torch.load(en_fr_run / "checkpoint.pt", weights_only=True)
+    events = [json.loads(line) for line in (en_fr_run / "log.jsonl").read_text().splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "start" and kinds[-1] == "end" and kinds.count("epoch") == 2
+    epochs = [e for e in events if e["event"] == "epoch"]
+    assert all(e["valid_loss"] is not None and e["tokens_per_second"] > 0 for e in epochs)
+
+
+def test_evaluate_prints_a_table_of_sacrebleu_scores(en_fr_run, capsys):
+    status, out, err = run(["evaluate", en_fr_run, "--beam", "1", "--limit", "10"], capsys)
+    assert status == 0, err
+    assert "test split of fra.txt: 10 sentences, greedy" in out
+    rows = {line.split("  ")[0].strip(): line for line in out.splitlines()[2:5]}
+    assert set(rows) == {"BLEU", "BLEU, lowercase", "chrF"}
+    assert "tok:13a" in rows["BLEU"] and "case:lc" in rows["BLEU, lowercase"] and "nc:6" in rows["chrF"]
+
+
+def test_translate_arguments_and_standard_input(en_fr_run, capsys, monkeypatch):
+    status, out, err = run(["translate", en_fr_run, "--beam", "1", "The cat sleeps.", "I see a dog."], capsys)
+    assert status == 0, err
+    assert len(out.splitlines()) == 2
+    status, piped, err = run(["translate", en_fr_run, "--beam", "1"], capsys, stdin="The cat sleeps.\n\nI see a dog.\n", monkeypatch=monkeypatch)
+    assert status == 0, err
+    assert piped.splitlines() == [out.splitlines()[0], "", out.splitlines()[1]]  # blank lines kept, the same translations
+
+
+def test_a_person_typing_gets_an_answer_per_line_and_a_bad_line_is_not_the_end(en_fr_run, capsys, monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Terminal("The cat sleeps.\n" + "word " * 300 + "\nI see a dog.\n"))
+    status = cli.main(["translate", str(en_fr_run), "--beam", "1"])
+    out, err = capsys.readouterr()
+    assert status == 2 and len(out.splitlines()) == 2
+    assert "line 2 has 300 tokens" in err and "Traceback" not in err
+
+
+def test_unknown_words_are_read_as_unk_with_a_note(en_fr_run, capsys):
+    status, out, err = run(["translate", en_fr_run, "--beam", "1", "The zyxwv sleeps."], capsys)
+    assert status == 0 and len(out.splitlines()) == 1
+    assert "note: argument 1: not in the en vocabulary, read as <unk>: 'zyxwv'" in err
+
+
+def test_chinese_is_one_token_per_character_and_scored_with_the_zh_tokenizer(tmp_path, capsys):
+    pairs = write_anki(tmp_path / "cmn.txt", cjk_rows("zh"))
+    status, out, err = run(["train", "--pairs", pairs, "--src", "eng", "--tgt", "cmn", "--out", tmp_path / "run", "--epochs", "1", *TINY], capsys)
+    assert status == 0, err
+    tokens = json.loads((tmp_path / "run" / "vocab.tgt.json").read_text())["tokens"][4:]
+    assert "猫" in tokens and "我" in tokens and all(len(t) == 1 for t in tokens)  # 我们, 喜欢, 米饭 are split
+    status, out, err = run(["evaluate", tmp_path / "run", "--beam", "1"], capsys)
+    assert status == 0 and "tok:zh" in out, err
+
+
+def test_japanese_into_english_with_reverse_from_the_zip_as_published(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ATTNBOOK_DATA", str(tmp_path / "cache"))
+    text = write_anki(tmp_path / "jpn.txt", cjk_rows("ja"))
+    pairs = tmp_path / "jpn-eng.zip"
+    with zipfile.ZipFile(pairs, "w") as zf:  # as manythings.org publishes it: the pairs and an _about.txt
+        zf.write(text, "jpn.txt")
+        zf.writestr("_about.txt", "About these pairs.")
+    text.unlink()
+    status, out, err = run(["train", "--pairs", pairs, "--src", "ja", "--tgt", "en", "--reverse", "--out", tmp_path / "run", "--epochs", "1", *TINY], capsys)
+    assert status == 0, err
+    tokens = json.loads((tmp_path / "run" / "vocab.src.json").read_text())["tokens"][4:]
+    assert "は" in tokens and "猫" in tokens and all(len(t) == 1 for t in tokens)
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["pairs"]["path"] == str(pairs)
+    status, out, err = run(["translate", tmp_path / "run", "--beam", "1", "私は猫が好きです。"], capsys)
+    assert status == 0 and len(out.splitlines()) == 1, err
+    status, out, err = run(["evaluate", tmp_path / "run", "--beam", "1", "--limit", "5"], capsys)
+    assert status == 0 and "test split of jpn-eng.zip" in out and "tok:13a" in out, err  # English output
+    assert cli.bleu_tokenizer("ja") == "char" and cli.bleu_tokenizer("zh") == "zh" and cli.bleu_tokenizer("de") == "13a"
+
+
+def test_columns_in_the_wrong_order_are_caught(tmp_path, capsys):
+    zh = write_anki(tmp_path / "cmn.txt", cjk_rows("zh"))
+    status, out, err = run(["train", "--pairs", zh, "--src", "zh", "--tgt", "en", "--out", tmp_path / "a", "--epochs", "1", *TINY], capsys)
+    assert_clean_error(status, err, "column 1 of the pairs file holds no Chinese characters", "--reverse")
+    fr = write_anki(tmp_path / "fra.txt", en_fr_rows())
+    status, out, err = run(["train", "--pairs", fr, "--src", "fr", "--tgt", "en", "--out", tmp_path / "b", "--epochs", "1", *TINY], capsys)
+    assert_clean_error(status, err, "column 1 of the pairs file looks like English", "--reverse")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+# --- the split and the batches ------------------------------------------------------------------
+
+
+def test_the_split_depends_on_the_sentence_not_the_order_of_the_lines():
+    rows = en_fr_rows()
+    from attnbook.data import Pair
+
+    pairs = [Pair(a, b) for a, b in rows]
+    shuffled = pairs[::-1]
+    a, b = cli.split_pairs(pairs, 0.1), cli.split_pairs(shuffled, 0.1)
+    assert all({p.src for p in a[k]} == {p.src for p in b[k]} for k in a)
+    assert cli.split_of("Go.", 0.1) == cli.split_of("  go. ", 0.1)  # case and spaces do not matter
+    # every translation of one source sentence lands in one split
+    assert len({cli.split_of(s, 0.3) for s in ["Go.", "go.", "GO."]}) == 1
+    assert cli.held_out_fraction(500) == 0.1 and cli.held_out_fraction(200_000) == 0.02 and 0.02 < cli.held_out_fraction(40_000) < 0.1
+
+
+def test_token_batches_cover_every_pair_once_within_the_budget():
+    rng = random.Random(0)
+    lengths = [(rng.randint(1, 30), rng.randint(1, 30)) for _ in range(500)] + [(90, 5)]
+    batches = cli.token_batches(lengths, 100, seed=1, epoch=0)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    for b in batches:
+        cost = len(b) * max(max(lengths[i][0], lengths[i][1] + 1) for i in b)
+        assert cost <= 100 or len(b) == 1
+    assert batches == cli.token_batches(lengths, 100, seed=1, epoch=0)
+    assert batches != cli.token_batches(lengths, 100, seed=1, epoch=1)
+    padding = sum(len(b) * max(lengths[i][0] for i in b) - sum(lengths[i][0] for i in b) for b in batches)
+    unsorted = [list(range(k, min(k + 4, 501))) for k in range(0, 501, 4)]
+    padding_unsorted = sum(len(b) * max(lengths[i][0] for i in b) - sum(lengths[i][0] for i in b) for b in unsorted)
+    assert padding < padding_unsorted / 3  # bucketing by length wastes little on padding
+    with pytest.raises(ValueError, match="max_tokens must be a positive integer"):
+        cli.token_batches(lengths, 0)
+
+
+# --- d2l's fra-eng, from a local server ------------------------------------------------------------
+
+
+class _Server:
+    def __init__(self, body: bytes):
+        server = self
+        self.body = body
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(server.body)))
+                self.end_headers()
+                self.wfile.write(server.body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/fra-eng.zip"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_pairs_fra_eng_downloads_checks_and_caches(tmp_path, capsys, monkeypatch):
+    text = "".join(f"{a}\t{b}\n" for a, b in en_fr_rows()).encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("fra-eng/fra.txt", text)
+    server = _Server(buffer.getvalue())
+    try:
+        monkeypatch.setenv("ATTNBOOK_DATA", str(tmp_path / "cache"))
+        monkeypatch.setattr(cli, "FRA_ENG_URL", server.url)
+        monkeypatch.setattr(cli, "FRA_ENG_SHA1", "0" * 40)
+        status, out, err = run(["train", "--pairs", "fra-eng", "--out", tmp_path / "bad", "--steps", "1", *TINY], capsys)
+        assert_clean_error(status, err, "could not get fra-eng", "SHA-1")
+        monkeypatch.setattr(cli, "FRA_ENG_SHA1", hashlib.sha1(buffer.getvalue()).hexdigest())
+        status, out, err = run(["train", "--pairs", "fra-eng", "--reverse", "--out", tmp_path / "run", "--steps", "1", *TINY], capsys)
+        assert status == 0, err
+        config = json.loads((tmp_path / "run" / "config.json").read_text())
+        assert (config["src_lang"], config["tgt_lang"], config["reverse"], config["pairs"]["path"]) == ("fr", "en", True, "fra-eng")
+        assert (tmp_path / "cache" / "fra-eng" / "fra.txt").read_bytes() == text
+    finally:
+        server.close()
+    status, out, err = run(["evaluate", tmp_path / "run", "--beam", "1", "--limit", "3"], capsys)  # from the cache: the server is gone
+    assert status == 0 and "test split of fra-eng" in out, err
+    monkeypatch.setattr(cli, "FRA_ENG_URL", server.url)  # closed now: offline
+    monkeypatch.setenv("ATTNBOOK_DATA", str(tmp_path / "empty-cache"))
+    status, out, err = run(["train", "--pairs", "fra-eng", "--out", tmp_path / "offline", "--steps", "1", *TINY], capsys)
+    assert_clean_error(status, err, "could not get fra-eng", "offline")
+
+
+# --- bad input: one line, exit status 2, no traceback ------------------------------------------------
+
+
+def test_bad_pairs_files_and_languages(tmp_path, capsys):
+    def train(*argv):
+        return run(["train", "--out", tmp_path / "never", "--epochs", "1", *TINY, *argv], capsys)
+
+    assert_clean_error(*train("--pairs", tmp_path / "missing.txt", "--src", "en", "--tgt", "fr")[::2], "no pairs file at")
+    assert_clean_error(*train("--pairs", tmp_path, "--src", "en", "--tgt", "fr")[::2], "is a folder")
+    (tmp_path / "empty.txt").write_text("")
+    assert_clean_error(*train("--pairs", tmp_path / "empty.txt", "--src", "en", "--tgt", "fr")[::2], "holds no sentence pair")
+    (tmp_path / "prose.txt").write_text("This is not a pairs file.\nIt is prose.\n" * 50 + "One\tline\n")
+    assert_clean_error(*train("--pairs", tmp_path / "prose.txt", "--src", "en", "--tgt", "fr")[::2], "is not a tab-separated pairs file", "line 1")
+    (tmp_path / "binary.txt").write_bytes(bytes(range(256)) * 40)
+    assert_clean_error(*train("--pairs", tmp_path / "binary.txt", "--src", "en", "--tgt", "fr")[::2], "cannot read pairs")
+    good = write_anki(tmp_path / "fra.txt", en_fr_rows())
+    assert_clean_error(*train("--pairs", good, "--src", "xx", "--tgt", "fr")[::2], "--src: unknown language code 'xx'")
+    assert_clean_error(*train("--pairs", good, "--src", "en")[::2], "--src LANG --tgt LANG")
+    assert_clean_error(*train("--pairs", good, "--src", "en", "--tgt", "fr", "--heads", "3")[::2], "not divisible by --heads 3")
+    assert_clean_error(*train("--pairs", good, "--src", "en", "--tgt", "fr", "--minutes", "0")[::2], "--minutes must be > 0")
+    assert_clean_error(*train("--pairs", good, "--src", "en", "--tgt", "fr", "--max-length", "1")[::2], "no training pairs left")
+    assert not (tmp_path / "never").exists()
+
+
+def test_run_folders_that_cannot_be_used(en_fr_run, tmp_path, capsys):
+    import shutil
+
+    assert_clean_error(*run(["translate", tmp_path / "nowhere", "Hi."], capsys)[::2], "no run folder at")
+    (tmp_path / "empty").mkdir()
+    assert_clean_error(*run(["evaluate", tmp_path / "empty"], capsys)[::2], "holds no trained model")
+    broken = tmp_path / "broken"
+    shutil.copytree(en_fr_run, broken)
+    (broken / "checkpoint.pt").unlink()
+    assert_clean_error(*run(["translate", broken, "Hi."], capsys)[::2], "has no checkpoint yet")
+    (broken / "checkpoint.pt").write_bytes(b"not a checkpoint at all")
+    assert_clean_error(*run(["translate", broken, "Hi."], capsys)[::2], "incompatible checkpoint", "not a readable checkpoint")
+    other = tmp_path / "other"
+    shutil.copytree(en_fr_run, other)
+    config = json.loads((other / "config.json").read_text())
+    config["model"]["num_layers"] = 2
+    (other / "config.json").write_text(json.dumps(config))
+    assert_clean_error(*run(["translate", other, "Hi."], capsys)[::2], "incompatible checkpoint", "num_layers: checkpoint 1, model 2")
+    (other / "config.json").write_text("{not json")
+    assert_clean_error(*run(["evaluate", other], capsys)[::2], "is damaged")
+
+
+def test_bad_decoding_options_and_sentences(en_fr_run, capsys, monkeypatch):
+    for command in (["translate", en_fr_run, "Hi."], ["evaluate", en_fr_run]):
+        assert_clean_error(*run([*command, "--beam", "0"], capsys)[::2], "--beam must be at least 1")
+        assert_clean_error(*run([*command, "--alpha", "-0.5"], capsys)[::2], "--alpha must be >= 0")
+    assert_clean_error(*run(["translate", en_fr_run, "Hi.", "  "], capsys)[::2], "argument 2 is empty")
+    assert_clean_error(*run(["translate", en_fr_run, "word " * 300], capsys)[::2], "argument 1 has 300 tokens", "at most 256")
+    status, out, err = run(["translate", en_fr_run], capsys, stdin="\n \n", monkeypatch=monkeypatch)
+    assert_clean_error(status, err, "standard input holds no sentence")
+    status, out, err = run(["translate", en_fr_run], capsys, stdin="Hi.\n" + "word " * 300 + "\n", monkeypatch=monkeypatch)
+    assert_clean_error(status, err, "line 2 of standard input has 300 tokens")
+    assert out == ""  # nothing is translated when one line cannot be
+
+
+def test_a_run_is_never_overwritten_and_resumes_only_with_its_own_settings(en_fr_run, tmp_path, capsys):
+    pairs = en_fr_run.parent / "fra.txt"
+    status, out, err = run(["train", "--pairs", pairs, "--src", "en", "--tgt", "fr", "--out", en_fr_run, "--epochs", "3", *TINY], capsys)
+    assert_clean_error(status, err, "already holds a run", "--resume")
+    status, out, err = run(["train", "--out", en_fr_run, "--resume", "--epochs", "3", "--d-model", "32"], capsys)
+    assert_clean_error(status, err, "--d-model 32 differs from the run being resumed (16)")
+    status, out, err = run(["train", "--out", en_fr_run, "--resume", "--epochs", "2"], capsys)
+    assert_clean_error(status, err, "already used its budget (2 epochs)")
+    status, out, err = run(["train", "--out", tmp_path / "none", "--resume"], capsys)
+    assert_clean_error(status, err, "no run folder at")
+
+
+# --- resuming is exact; Ctrl-C leaves a good checkpoint ---------------------------------------------
+
+
+def weights(folder: Path) -> dict:
+    return read_checkpoint(folder / "checkpoint.pt")["state_dict"]
+
+
+def test_resume_continues_exactly(tmp_path, capsys):
+    pairs = write_anki(tmp_path / "fra.txt", en_fr_rows(120))
+    common = ["--pairs", str(pairs), "--src", "en", "--tgt", "fr", *TINY, "--dropout", "0.3"]
+    assert cli.main(["train", *common, "--out", str(tmp_path / "straight"), "--epochs", "2"]) == 0
+    assert cli.main(["train", *common, "--out", str(tmp_path / "cut"), "--epochs", "2", "--steps", "3"]) == 0  # stops mid-epoch
+    cut = read_checkpoint(tmp_path / "cut" / "checkpoint.pt")["extra"]["train_state"]["position"]
+    assert (cut["epoch"], cut["step_in_epoch"], cut["step"]) == (0, 3, 3)
+    assert cli.main(["train", "--out", str(tmp_path / "cut"), "--resume", "--epochs", "2"]) == 0
+    a, b = weights(tmp_path / "straight"), weights(tmp_path / "cut")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    capsys.readouterr()
+
+
+def test_checkpoint_writes_are_atomic(tmp_path, monkeypatch):
+    from attnbook.rnn import Seq2Seq, Seq2SeqConfig
+
+    model = Seq2Seq(Seq2SeqConfig(8, 8, embed_size=4, hidden_size=4))
+    target = tmp_path / "checkpoint.pt"
+    cli.save_checkpoint_atomic(target, model, note="first")
+    good = target.read_bytes()
+
+    def interrupted_save(obj, path, *args, **kwargs):
+        Path(path).write_bytes(b"half a checkpoint")
+        raise KeyboardInterrupt  # Ctrl-C in the middle of writing
+
+    monkeypatch.setattr(torch, "save", interrupted_save)
+    with pytest.raises(KeyboardInterrupt):
+        cli.save_checkpoint_atomic(target, model, note="second")
+    assert target.read_bytes() == good and [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
+
+
+def test_ctrl_c_saves_the_step_and_resume_equals_an_uninterrupted_run(tmp_path, capsys):
+    """A real process on a terminal: progress with an ETA on stderr, then SIGINT; resuming gives the same weights."""
+    pairs = write_anki(tmp_path / "fra.txt", en_fr_rows(120))
+    common = ["--pairs", str(pairs), "--src", "en", "--tgt", "fr", *TINY, "--dropout", "0.2"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TERM": "xterm"}
+    master, slave = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "attnbook.translate", "train", *common, "--out", str(tmp_path / "cut"), "--epochs", "1000", "--log-every", "1"],
+        stdout=subprocess.PIPE, stderr=slave, env=env, text=True,
+    )  # fmt: skip
+    os.close(slave)
+    terminal = []
+    reader = threading.Thread(target=lambda: _drain(master, terminal), daemon=True)
+    reader.start()
+    log = tmp_path / "cut" / "log.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (log.exists() and log.read_text().count('"event": "step"') >= 3):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    out, _ = process.communicate(timeout=60)
+    reader.join(timeout=5)
+    screen = b"".join(terminal).decode(errors="replace")
+    assert process.returncode == 130, out + screen
+    assert "interrupted: the state after step" in out and "continue with --resume" in out
+    assert "ETA" in screen and "tok/s" in screen and "\r" in screen  # the progress line, on the terminal only
+    assert "ETA" not in out
+    steps = read_checkpoint(tmp_path / "cut" / "checkpoint.pt")["extra"]["train_state"]["position"]["step"]
+    assert steps >= 3
+    total = str(steps + 4)
+    assert cli.main(["train", "--out", str(tmp_path / "cut"), "--resume", "--steps", total]) == 0
+    assert cli.main(["train", *common, "--out", str(tmp_path / "straight"), "--steps", total]) == 0
+    a, b = weights(tmp_path / "straight"), weights(tmp_path / "cut")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
+    assert "interrupted" in events and "resume" in events
+    capsys.readouterr()
+
+
+def _drain(fd: int, chunks: list) -> None:
+    while True:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            return
+        if not data:
+            return
+        chunks.append(data)
+
+
+def test_without_a_terminal_there_is_no_progress_line(en_fr_run, tmp_path, capsys):
+    status, out, err = run(["train", "--out", en_fr_run.parent / "quiet", "--pairs", en_fr_run.parent / "fra.txt", "--src", "en", "--tgt", "fr", "--steps", "2", *TINY], capsys)
+    assert status == 0 and "ETA" not in out + err and "\r" not in out + err
+
+
+def test_the_module_and_the_console_script():
+    result = subprocess.run([sys.executable, "-m", "attnbook.translate", "--help"], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert result.returncode == 0 and "train" in result.stdout and "evaluate" in result.stdout and "translate" in result.stdout
+    assert 'attnbook-translate = "attnbook.translate:main"' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_chapter_3_rnn_trains_and_translates_through_the_same_commands(en_fr_run, tmp_path, capsys):
+    pairs = en_fr_run.parent / "fra.txt"
+    status, out, err = run(["train", "--pairs", pairs, "--src", "en", "--tgt", "fr", "--out", tmp_path / "rnn", "--arch", "rnn", "--steps", "2", *TINY], capsys)
+    assert status == 0 and "model: rnn" in out, err
+    status, out, err = run(["translate", tmp_path / "rnn", "--beam", "1", "The cat sleeps."], capsys)
+    assert status == 0 and len(out.splitlines()) == 1, err
