@@ -762,6 +762,8 @@ def test_bad_steps_and_selections_are_named(small):
         model.step(torch.ones(2, dtype=torch.long), {"memory": None})
     with pytest.raises(IndexError, match=r"row indices must be in \[0, 2\)"):
         state.select(torch.tensor([0, 2]))
+    with pytest.raises(IndexError, match=r"row indices must be in \[0, 2\)"):
+        state.select(torch.tensor([-1, 0]))
     with pytest.raises(TypeError, match="1-D integer tensor"):
         state.select(torch.tensor([True, False]))
     assert isinstance(state.select(torch.tensor([1])), TransformerState)

@@ -485,7 +485,7 @@ class TransformerState:
             raise TypeError(f"select takes a 1-D integer tensor of batch rows, got {getattr(index, 'dtype', type(index).__name__)} "
                             f"of shape {tuple(getattr(index, 'shape', ()))}")
         B = self.batch_size
-        if index.numel() and (int(index.min()) < -B or int(index.max()) >= B):
+        if index.numel() and (int(index.min()) < 0 or int(index.max()) >= B):
             raise IndexError(f"select: row indices must be in [0, {B}), got {index.tolist()}")
         index = index.to(self.memory.device)
 
