@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import inspect
 import json
 import math
 import os
@@ -505,24 +504,13 @@ def build_model(arch: str, config: dict):
 
 
 def make_optimizer(model, d_model: int, warmup: int, factor: float = 1.0):
-    """The paper's recipe: Adam (β = 0.9, 0.98; ε = 1e-9) and the warm-up schedule, stepped every batch.
+    """The paper's recipe, :func:`attnbook.train.paper_optimizer`: Adam (β = 0.9, 0.98; ε = 1e-9) and the warm-up schedule.
 
-    ``lrate = factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)``, from
-    :func:`attnbook.train.paper_optimizer` where the library has it.
+    ``lrate = factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)``, stepped every batch.
     """
-    import torch
+    from .train import paper_optimizer
 
-    from . import train as training
-
-    if hasattr(training, "paper_optimizer"):
-        return training.paper_optimizer(model, d_model=d_model, warmup=warmup, factor=factor)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-
-    def rate(step: int) -> float:
-        step = step + 1
-        return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
-
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+    return paper_optimizer(model, d_model=d_model, warmup=warmup, factor=factor)
 
 
 def translate_tokens(
@@ -538,7 +526,6 @@ def translate_tokens(
     from . import decode
 
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    params = inspect.signature(decode.translate).parameters
     results: list[list[str]] = [[] for _ in sources]
     bar = _Progress() if progress else None
     start, chunk = time.monotonic(), max(batch_size, 256)
@@ -546,9 +533,9 @@ def translate_tokens(
         part = order[first : first + chunk]
         longest = max(len(sources[i]) for i in part)
         kwargs: dict[str, Any] = {"batch_size": batch_size}
-        if beam > 1 and "beam_size" in params:
+        if beam > 1:
             kwargs.update(beam_size=beam, alpha=alpha)  # its default length: each source's + 50, within the table
-        else:
+        else:  # greedy decoding (beam search with k = 1 gives the same tokens, more slowly)
             kwargs.update(max_len=min(longest + EXTRA_OUTPUT_TOKENS, MAX_POSITIONS - 1))
         outputs = decode.translate(model, [list(sources[i]) for i in part], src_vocab, tgt_vocab, **kwargs)
         for i, out in zip(part, outputs):
