@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnbook.decode import greedy_decode
+from attnbook.decode import Uncached, greedy_decode
 from attnbook.masks import causal_mask, padding_mask
 from attnbook.train import load_checkpoint, read_checkpoint, save_checkpoint, train
 from attnbook.transformer import (
@@ -595,10 +595,12 @@ def test_greedy_decoding_is_the_same_cached_and_uncached(norm_first):
     assert torch.equal(cached.tokens, uncached.tokens) and torch.equal(cached.lengths, uncached.lengths)
     assert cached.attention is not None and cached.attention.shape == (s["B"], cached.tokens.shape[1], s["S"])
     torch.testing.assert_close(cached.attention, uncached.attention, rtol=0, atol=ATOL)
-    # teacher forcing the decoded tokens reproduces the greedy choices (decoding never writes <bos> or <pad>)
+    # and the library's generic reference, which re-runs the whole model on the prefix at every step
+    generic = greedy_decode(Uncached(model), src, src_mask, max_len=12, bos_id=BOS, eos_id=EOS, pad_id=PAD)
+    assert torch.equal(cached.tokens, generic.tokens)
+    # teacher forcing the decoded tokens reproduces the greedy choices (which never write <pad> or <bos>)
     tgt_in = torch.cat([torch.full((s["B"], 1), BOS), cached.tokens[:, :-1]], dim=1)
-    logits = model(src, src_mask, tgt_in)
-    logits[..., [BOS, PAD]] = float("-inf")
+    logits = model(src, src_mask, tgt_in).index_fill(-1, torch.tensor([PAD, BOS]), float("-inf"))
     for b in range(s["B"]):
         n = int(cached.lengths[b])
         assert torch.equal(logits[b, :n].argmax(-1), cached.tokens[b, :n])
