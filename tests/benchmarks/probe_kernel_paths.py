@@ -29,8 +29,9 @@ subprocess per kernel path:
 Random initialisation (``normal_``, ``uniform_``) is replayed from the same
 generator state, so it is compared too.
 
-Run it from the repository root (a few minutes on 2 cores; paths that the CPU
-cannot take are reported as such)::
+Run it from the repository root (it starts about thirty subprocesses: a quarter
+of an hour on a quiet 2-core machine, much longer on a busy one; paths that the
+CPU cannot take are reported as such)::
 
     PYTHONPATH=src .venv/bin/python tests/benchmarks/probe_kernel_paths.py
     PYTHONPATH=src .venv/bin/python tests/benchmarks/probe_kernel_paths.py --dtype float64 --skip-train
