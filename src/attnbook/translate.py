@@ -60,8 +60,10 @@ RUN_FORMAT = "attnbook-translator-v1"
 CONFIG_FILE, CHECKPOINT_FILE, LOG_FILE, TRUECASE_FILE = "config.json", "checkpoint.pt", "log.jsonl", "truecase.json"
 SRC_VOCAB_FILE, TGT_VOCAB_FILE = "vocab.src.json", "vocab.tgt.json"
 
-#: d2l's English–French archive (patched by the tests to a local server).
-from .data.anki import FRA_ENG_SHA1, FRA_ENG_URL  # noqa: E402  (light: the data package imports no model)
+#: Where ``--pairs fra-eng`` comes from: ``None`` means d2l's archive and checksum
+#: (:data:`attnbook.data.FRA_ENG_URL`, :data:`attnbook.data.FRA_ENG_SHA1`); the tests point them to a local server.
+FRA_ENG_URL: str | None = None
+FRA_ENG_SHA1: str | None = None
 
 #: The defaults a run gets when the command line does not say otherwise: a model that learns fast
 #: on a CPU. In 300 CPU-seconds on generated pairs of natural lengths, greedy BLEU on held-out pairs
@@ -261,10 +263,11 @@ def _sha1(path: Path) -> str:
 def resolve_pairs_file(spec: str) -> Path:
     """The path of the pairs file: ``spec`` itself, or d2l's fra.txt (downloaded once) for ``fra-eng``."""
     if spec == "fra-eng":
+        from . import data
         from .data import ChecksumError, DownloadError, download_fra_eng
 
         try:
-            return download_fra_eng(url=FRA_ENG_URL, sha1=FRA_ENG_SHA1)
+            return download_fra_eng(url=FRA_ENG_URL or data.FRA_ENG_URL, sha1=FRA_ENG_SHA1 or data.FRA_ENG_SHA1)
         except (DownloadError, ChecksumError, ValueError, OSError) as err:
             raise CommandError(f"could not get fra-eng: {err}") from None
     path = Path(spec).expanduser()
@@ -1480,6 +1483,12 @@ def _decoding_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (0 fine, 2 bad input, 130 interrupted)."""
+    # PyTorch's CPU threads spin while they wait for each other; on a busy machine a thread that
+    # spins while its partner is descheduled wastes the core: a training step took six times
+    # longer with two threads on a loaded two-core machine. Passive waiting costs little when the
+    # machine is idle. It must be set before PyTorch is imported (this module imports it lazily).
+    if "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     parser = build_parser()
     # Sentences may stand after the options too (translate DIR --beam 1 "Hello."): argparse
     # leaves such a late positional unrecognized, so it is given back to TEXT here.
