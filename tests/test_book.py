@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from attnbook.book import colab_url, pages_url, repository
-from conftest import NOTEBOOKS, ROOT
+from notebook_index import NOTEBOOKS, ROOT
 
 
 def test_repository_is_configured_once():

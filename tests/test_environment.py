@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from attnbook.book import D2L_REQUIREMENT
-from conftest import ROOT
+from notebook_index import ROOT
 
 
 def test_d2l_torch_imports_in_our_environment():

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NOTEBOOKS, ROOT, read_notebook
+from notebook_index import NOTEBOOKS, ROOT, read_notebook
 
 BIN = Path(sys.executable).parent
 STARTUP_SECONDS = 90  # a cold start on a loaded 2-core machine; it usually answers within ~5 s

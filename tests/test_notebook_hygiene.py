@@ -7,7 +7,7 @@ import re
 import pytest
 
 from attnbook.book import SETUP_TAG, badge_markdown, setup_cell_source
-from conftest import NOTEBOOKS, ROOT, read_notebook, training_cells
+from notebook_index import NOTEBOOKS, ROOT, read_notebook, training_cells
 
 IDS = [p.name for p in NOTEBOOKS]
 LOCAL_PATH = re.compile(r"(/home/|/Users/|/root/|/tmp/|/work/|[A-Z]:\\\\Users|site-packages|\.venv)")

@@ -12,7 +12,7 @@ import zipfile
 
 import pytest
 
-from conftest import ROOT
+from notebook_index import ROOT
 
 # Warnings a build can print: Python warning classes (SetuptoolsDeprecationWarning, UserWarning, ...),
 # deprecation notices, and anything about the license.

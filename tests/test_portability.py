@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TRAINING_NOTEBOOKS
+from notebook_index import ROOT, TRAINING_NOTEBOOKS
 
 #: Another CPU, as far as PyTorch can tell: no vector kernels in ATen, MKL and oneDNN on their
 #: most conservative code paths. (On ARM, ATen's "default" is valid too; the other two are ignored.)

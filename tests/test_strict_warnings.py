@@ -17,7 +17,7 @@ import textwrap
 import nbformat
 import pytest
 
-from conftest import ROOT
+from notebook_index import ROOT
 
 # Code compiled under the file name ipykernel gives a cell counts as a notebook cell.
 SCRIPT = textwrap.dedent(

@@ -28,7 +28,7 @@ import torch
 import attnbook.translate as cli
 from attnbook.data import generate_pairs
 from attnbook.train import read_checkpoint
-from conftest import ROOT
+from notebook_index import ROOT
 
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-tokens", "160", "--warmup", "20", "--min-freq", "1"]
 ERROR = "attnbook-translate: error:"

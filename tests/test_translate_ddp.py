@@ -16,7 +16,7 @@ import attnbook.translate as cli
 from attnbook.data import collate, generate_pairs
 from attnbook.data.batches import PairDataset
 from attnbook.train import read_checkpoint, sequence_loss
-from conftest import ROOT
+from notebook_index import ROOT
 
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-tokens", "120", "--warmup", "4", "--min-freq", "1"]
 STEPS = 4

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
+from notebook_index import ROOT
 
 BIN = Path(sys.executable).parent
 WORKFLOWS = ROOT / ".github" / "workflows"

@@ -1,0 +1,66 @@
+"""The repository root and the notebooks, for the tests to import.
+
+A module of its own, not conftest.py: notebooks/ has a conftest.py too, and a test that
+imported names from "conftest" could get that one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def read_notebook(path: Path):
+    return nbformat.read(path, as_version=4)
+
+
+def _calls(source: str):
+    """Every call in a code cell's source (IPython magics turned into Python first)."""
+    import ast
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    tree = ast.parse(TransformerManager().transform_cell(source))
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+
+
+def is_training_call(call) -> bool:
+    """``train(...)`` / ``attnbook.train.train(...)``, ``x.backward(...)``, or an optimizer's ``opt.step()``.
+
+    A decoder's ``model.step(tokens, state)`` takes arguments and is not a training step;
+    ``model.train()`` (the mode switch) is a method of a module, not the function ``train``.
+    """
+    import ast
+
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id == "train"
+    if isinstance(func, ast.Attribute):
+        if func.attr == "backward":
+            return True
+        if func.attr == "step":
+            return not call.args and not call.keywords
+        if func.attr == "train":  # attnbook.train.train(...) or train.train(...)
+            owner = func.value
+            return isinstance(owner, (ast.Name, ast.Attribute)) and getattr(owner, "attr", getattr(owner, "id", "")) == "train"
+    return False
+
+
+def training_cells(nb) -> list[int]:
+    """Indices (among the code cells) of the cells whose code trains."""
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    return [i for i, cell in enumerate(code) if any(is_training_call(call) for call in _calls(cell.source))]
+
+
+def trains(path: Path) -> bool:
+    """Does this notebook's code train (so that its outputs depend on training)?"""
+    return bool(training_cells(read_notebook(path)))
+
+
+#: The notebooks whose outputs depend on training: they compute in float64 (the hygiene test
+#: checks it) and test_portability runs them under another CPU kernel path.
+TRAINING_NOTEBOOKS = [p for p in NOTEBOOKS if trains(p)]
