@@ -315,12 +315,14 @@ class MultiHeadAttention(nn.Module):
         """Keys and values ``(B, h, S, d_k)`` of ``memory`` ``(B, S, d_model)``, in one product.
 
         A decoder calls it once per sentence for its cross-attention, and
-        reuses the result at every step.
+        reuses the result at every step; so they are returned contiguous, laid
+        out as the attention's matrix products read them, rather than as
+        views that every step would have to copy.
         """
         self._check_width(memory, "memory")
         d, b = self.d_model, self.in_proj.bias
         k, v = self._split_heads(F.linear(memory, self.in_proj.weight[d:], None if b is None else b[d:]), 2)
-        return k, v
+        return k.contiguous(), v.contiguous()
 
     def attend(
         self,
