@@ -211,8 +211,13 @@ class FastSelfAttention(nn.Module):
         return ", ".join(options)
 
     def _scores(self, scorer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-        """One score per position and head, ``(B, N, H)``: a linear map of the whole vector, over √d_h."""
-        return scorer(x) / math.sqrt(self.head_dim)
+        """One score per position and head, ``(B, N, H)``: a linear map of the whole vector, over √d_h.
+
+        The scaling is applied to the scorer's small ``(H, d)`` weights rather than to the
+        ``(B, N, H)`` scores: the same numbers, one pass over the sequence fewer.
+        """
+        scale = math.sqrt(self.head_dim)
+        return F.linear(x, scorer.weight / scale, scorer.bias / scale)
 
     def forward(
         self,
@@ -251,12 +256,20 @@ class FastSelfAttention(nn.Module):
         return (out, alpha, beta) if need_weights else out
 
     def _pool(self, scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Softmax over positions of ``scores`` ``(B, N, H)``; the weighted sum of each head's slice of ``values`` ``(B, N, d)``."""
+        """Softmax over positions of ``scores`` ``(B, N, H)``; the weighted sum of each head's slice of ``values`` ``(B, N, d)``.
+
+        Returns the weights ``(B, H, N)`` and the pooled vector ``(B, 1, d)``. One batched
+        matrix product pools *every* feature with *every* head's weights, ``(B, H, N) @ (B, N, d)``,
+        and each head keeps its own slice (the diagonal blocks): ``H`` times the
+        multiplications of a per-head product, which are few (``N d H``), in exchange for no
+        copy of the values into a per-head layout.
+        """
         B, N, _ = values.shape
-        weights = masked_softmax(scores.transpose(1, 2), None if mask is None else mask[:, None, :])  # (B, H, N)
-        heads = values.view(B, N, self.num_heads, self.head_dim)
-        pooled = torch.einsum("bhn,bnhe->bhe", weights, heads)  # (B, H, d_h)
-        return weights, pooled.reshape(B, 1, self.d_model)
+        H, d_h = self.num_heads, self.head_dim
+        weights = masked_softmax(scores, None if mask is None else mask[:, :, None], dim=1).transpose(1, 2)  # (B, H, N)
+        every = torch.bmm(weights, values)  # (B, H, d): row h = head h's weights applied to all d features
+        own = every.view(B, H, H, d_h).diagonal(dim1=1, dim2=2)  # (B, d_h, H): head h's weights on head h's slice
+        return weights, own.transpose(1, 2).reshape(B, 1, self.d_model)
 
     def _causal_pool(self, scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         B, N, _ = values.shape

@@ -10,9 +10,9 @@ single sequence (batch 1) of width 256, float32, on 2 CPU threads, for:
               which builds the ``N x N`` weights; run only where they fit in ``--max-gb``;
 - causal:     ``FastSelfAttention(256, 16)`` with ``causal=True`` (prefix sums; for information, no goal).
 
-At each length the contenders are interleaved: every round times each of them
-once, in a shuffled order, so that a change in the machine's load hits all of
-them alike; the script prints medians. Peak memory is measured once per
+The measurements are interleaved: every round times each contender at each
+length once, all in one shuffled order, so that a change in the machine's load
+hits all contenders and all lengths alike; the script prints medians. Peak memory is measured once per
 contender and length, from the allocations PyTorch's profiler records during
 one forward and backward pass. Then it fits the slope of log(time) against
 log(N) from N = 1,024 on, finds the length at which Fastformer overtakes each
@@ -24,7 +24,7 @@ softmax attention, and checks the goals:
 It exits with status 1 when a goal is missed. Run it standalone (``make bench``
 runs every benchmark):
 
-    PYTHONPATH=src python tests/benchmarks/bench_fastformer.py [--rounds 7] [--max-n 16384] [--max-gb 3]
+    PYTHONPATH=src python tests/benchmarks/bench_fastformer.py [--rounds 5] [--max-n 16384] [--max-gb 3]
 """
 
 from __future__ import annotations
@@ -88,51 +88,47 @@ def peak_bytes(module, run, x: torch.Tensor, grad: torch.Tensor) -> int:
     return peak
 
 
-def _predicted(series: dict[int, float], n: int) -> float:
-    """A pessimistic guess of one pass's time at length ``n``: the last one measured, scaled as N²."""
-    if not series:
-        return 0.0
-    last = max(series)
-    return series[last] * (n / last) ** 2
-
-
 def measure(lengths: list[int], rounds: int, max_gb: float, max_seconds: float, seed: int = 0) -> tuple[dict, dict]:
+    """Median seconds and peak bytes of every (contender, length) that fits, measured in interleaved rounds.
+
+    A warm-up pass, contender by contender and length by length, decides what runs: the explicit
+    attention only where its ``N x N`` tensors fit in ``max_gb``, and no contender beyond the
+    length where one pass took longer than ``max_seconds``. Then every round times each
+    (contender, length) once, all in one shuffled order, so that a change in the machine's load
+    hits every contender *and every length* alike: the slopes compare like with like.
+    """
     runs = contenders(seed)
+    inputs = {}
+    for n in lengths:
+        g = torch.Generator().manual_seed(seed + n)
+        inputs[n] = (torch.randn(1, n, WIDTH, generator=g).requires_grad_(), torch.randn(1, n, WIDTH, generator=g))
+    plan: list[tuple[str, int]] = []
+    for name in NAMES:
+        for n in lengths:
+            if name == "explicit" and explicit_bytes(n) > max_gb * 2**30:
+                print(f"  {name}: not run from N={n}: its N x N tensors would need about "
+                      f"{explicit_bytes(n) / 2**30:.1f} GB (--max-gb {max_gb})")
+                break
+            seconds = time_once(*runs[name], *inputs[n])
+            plan.append((name, n))
+            if seconds > max_seconds and n != lengths[-1]:
+                print(f"  {name}: not run beyond N={n}: one pass took {seconds:.1f} s (--max-seconds {max_seconds})")
+                break
+    samples: dict[tuple[str, int], list[float]] = {key: [] for key in plan}
     shuffle = random.Random(seed)
+    for _ in range(rounds):
+        shuffle.shuffle(plan)
+        for name, n in plan:
+            samples[name, n].append(time_once(*runs[name], *inputs[n]))
     times: dict[str, dict[int, float]] = {name: {} for name in NAMES}
     memory: dict[str, dict[int, int]] = {name: {} for name in NAMES}
-    dropped: dict[str, str] = {}
+    for (name, n), values in sorted(samples.items(), key=lambda item: item[0][1]):
+        times[name][n] = statistics.median(values)
+        memory[name][n] = peak_bytes(*runs[name], *inputs[n])
+    print(f"\nmedians of {rounds} interleaved rounds, forward + backward, and peak memory:")
     for n in lengths:
-        active = []
-        for name in NAMES:
-            if name in dropped:
-                continue
-            if name == "explicit" and explicit_bytes(n) > max_gb * 2**30:
-                dropped[name] = f"from N={n}: its N x N tensors would need about {explicit_bytes(n) / 2**30:.1f} GB (--max-gb {max_gb})"
-                continue
-            active.append(name)
-        torch.manual_seed(seed + n)
-        x = torch.randn(1, n, WIDTH, requires_grad=True)
-        grad = torch.randn(1, n, WIDTH)
-        n_rounds = rounds if max(_predicted(times[name], n) for name in active) < 1.0 else max(3, rounds // 2)
-        samples: dict[str, list[float]] = {name: [] for name in active}
-        order = list(active)
-        for r in range(1 + n_rounds):  # the first round warms up
-            shuffle.shuffle(order)
-            for name in order:
-                seconds = time_once(*runs[name], x, grad)
-                if r > 0:
-                    samples[name].append(seconds)
-        line = [f"N={n:>6} ({n_rounds} rounds)"]
-        for name in active:
-            times[name][n] = statistics.median(samples[name])
-            memory[name][n] = peak_bytes(*runs[name], x, grad)
-            line.append(f"{name} {times[name][n] * 1e3:9.1f} ms {memory[name][n] / 2**20:8.1f} MB")
-            if times[name][n] > max_seconds:
-                dropped[name] = f"from the length after N={n}: one pass took {times[name][n]:.1f} s (--max-seconds {max_seconds})"
-        print("  ".join(line), flush=True)
-    for name, why in dropped.items():
-        print(f"  {name}: not run {why}")
+        cells = [f"{name} {times[name][n] * 1e3:9.1f} ms {memory[name][n] / 2**20:7.1f} MB" for name in NAMES if n in times[name]]
+        print(f"N={n:>6}  " + "  ".join(cells), flush=True)
     return times, memory
 
 
@@ -147,18 +143,20 @@ def slope(series: dict[int, float], start: int = SLOPE_FROM) -> float:
 
 
 def crossover(fast: dict[int, float], other: dict[int, float]) -> str:
-    """The length at which ``fast`` becomes faster than ``other``, interpolated on log-log axes."""
+    """The length from which ``fast`` stays faster than ``other``, interpolated on log-log axes."""
     common = sorted(set(fast) & set(other))
     if not common:
         return "not measured"
     ratios = [(n, other[n] / fast[n]) for n in common]
-    if ratios[0][1] >= 1:
+    slower = [i for i, (_, r) in enumerate(ratios) if r < 1]
+    if not slower:
         return f"at or below N={ratios[0][0]} (already {ratios[0][1]:.2f}x faster there)"
-    for (n0, r0), (n1, r1) in zip(ratios, ratios[1:]):
-        if r1 >= 1:
-            t = -math.log(r0) / (math.log(r1) - math.log(r0))
-            return f"N ~ {math.exp(math.log(n0) + t * (math.log(n1) - math.log(n0))):,.0f} (between {n0} and {n1})"
-    return f"above N={common[-1]} (still {1 / ratios[-1][1]:.2f}x slower there)"
+    last = slower[-1]
+    if last == len(ratios) - 1:
+        return f"above N={common[-1]} (still {1 / ratios[-1][1]:.2f}x slower there)"
+    (n0, r0), (n1, r1) = ratios[last], ratios[last + 1]
+    t = -math.log(r0) / (math.log(r1) - math.log(r0))
+    return f"N ~ {math.exp(math.log(n0) + t * (math.log(n1) - math.log(n0))):,.0f} (between {n0} and {n1}; faster at every length after)"
 
 
 def report(times: dict, memory: dict) -> bool:
@@ -194,7 +192,7 @@ def report(times: dict, memory: dict) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=7, help="timed rounds per length (halved, at least 3, for slow lengths)")
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds, each over every contender and length")
     parser.add_argument("--min-n", type=int, default=64)
     parser.add_argument("--max-n", type=int, default=16384)
     parser.add_argument("--max-gb", type=float, default=3.0, help="skip the explicit attention where its N x N tensors exceed this")
