@@ -95,7 +95,7 @@ def en_fr_run(tmp_path_factory):
 
 def test_train_writes_a_complete_run_folder(en_fr_run):
     names = {p.name for p in en_fr_run.iterdir()}
-    assert names == {"config.json", "checkpoint.pt", "log.jsonl", "truecase.json", "vocab.src.json", "vocab.tgt.json"}
+    assert names == {"config.json", "checkpoint.pt", "best.pt", "log.jsonl", "truecase.json", "vocab.src.json", "vocab.tgt.json"}
     config = json.loads((en_fr_run / "config.json").read_text())
     assert (config["src_lang"], config["tgt_lang"], config["arch"], config["reverse"]) == ("en", "fr", "transformer", False)
     assert config["model"]["d_model"] == 16 and config["settings"]["label_smoothing"] == 0.1
@@ -110,6 +110,27 @@ def test_train_writes_a_complete_run_folder(en_fr_run):
     assert kinds[0] == "start" and kinds[-1] == "end" and kinds.count("epoch") == 2
     epochs = [e for e in events if e["event"] == "epoch"]
     assert all(e["valid_loss"] is not None and e["tokens_per_second"] > 0 for e in epochs)
+    best = read_checkpoint(en_fr_run / "best.pt")["extra"]  # weights_only=True inside
+    lowest = min(epochs, key=lambda e: e["valid_loss"])
+    assert (best["epoch"], best["valid_loss"]) == (lowest["epoch"], lowest["valid_loss"]) and "train_state" not in best
+    assert [e["epoch"] for e in events if e["event"] == "best"][-1] == lowest["epoch"]
+
+
+def test_the_weights_of_the_best_epoch_translate_and_a_damaged_best_file_is_not_the_end(en_fr_run, tmp_path, capsys):
+    import shutil
+
+    status, reference, err = run(["translate", en_fr_run, "The cat sleeps."], capsys)
+    assert status == 0, err
+    copy = tmp_path / "copy"
+    shutil.copytree(en_fr_run, copy)
+    (copy / "checkpoint.pt").write_bytes(b"the last checkpoint is not what translates")
+    status, out, err = run(["translate", copy, "The cat sleeps."], capsys)
+    assert (status, out) == (0, reference), err  # best.pt was used
+    shutil.copy(en_fr_run / "checkpoint.pt", copy / "checkpoint.pt")
+    (copy / "best.pt").write_bytes(b"damaged")
+    status, out, err = run(["translate", copy, "The cat sleeps."], capsys)
+    assert status == 0 and out.strip(), err
+    assert "best.pt cannot be used" in err and "the last checkpoint is used instead" in err and "Traceback" not in err
 
 
 def test_evaluate_prints_a_table_of_sacrebleu_scores(en_fr_run, capsys):
@@ -313,6 +334,7 @@ def test_run_folders_that_cannot_be_used(en_fr_run, tmp_path, capsys):
     (broken / "checkpoint.pt").unlink()
     assert_clean_error(*run(["translate", broken, "Hi."], capsys)[::2], "has no checkpoint yet")
     (broken / "checkpoint.pt").write_bytes(b"not a checkpoint at all")
+    (broken / "best.pt").unlink()
     assert_clean_error(*run(["translate", broken, "Hi."], capsys)[::2], "incompatible checkpoint", "not a readable checkpoint")
     other = tmp_path / "other"
     shutil.copytree(en_fr_run, other)

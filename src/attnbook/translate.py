@@ -21,12 +21,16 @@ commands need lands in the run folder:
 ``vocab.src.json`` ``vocab.tgt.json``: the vocabularies
 ``truecase.json``  the usual spelling of words that are not written in lower case
 ``checkpoint.pt``  weights, model configuration and the training state, ``weights_only``-loadable
+``best.pt``        the weights of the epoch with the lowest validation loss, which ``evaluate`` and ``translate`` use
 ``log.jsonl``      the training log, one JSON object a line
 =================  ====================================================================
 
 A checkpoint is written after every epoch and every few minutes, always to a
 temporary file renamed into place, so an interrupted write never damages the
-last good one. Ctrl-C finishes the current step, saves, and stops;
+last good one. After every epoch whose validation loss is the lowest so far,
+the weights are also written to ``best.pt``: a long run over a small file can
+start to learn its training pairs by heart, and the translator is then the
+model of the best epoch, not the last (early stopping, without stopping). Ctrl-C finishes the current step, saves, and stops;
 ``--resume`` then continues exactly where the run stopped (weights, optimizer,
 learning-rate schedule, random state and position in the epoch).
 
@@ -58,6 +62,7 @@ __all__ = ["main", "token_batches", "split_of", "CommandError"]
 
 RUN_FORMAT = "attnbook-translator-v1"
 CONFIG_FILE, CHECKPOINT_FILE, LOG_FILE, TRUECASE_FILE = "config.json", "checkpoint.pt", "log.jsonl", "truecase.json"
+BEST_FILE = "best.pt"
 SRC_VOCAB_FILE, TGT_VOCAB_FILE = "vocab.src.json", "vocab.tgt.json"
 
 #: Where ``--pairs fra-eng`` comes from: ``None`` means d2l's archive and checksum
@@ -68,13 +73,17 @@ FRA_ENG_SHA1: str | None = None
 #: The defaults a run gets when the command line does not say otherwise: a model that learns fast
 #: on a CPU. In 300 CPU-seconds on generated pairs of natural lengths, greedy BLEU on held-out pairs
 #: was 78 for these, against 55 with 3 layers (warm-up 300, factor 1) and 43 with 3,000-token batches.
+#: Dropout is off by default: in 2.5 minutes on one thread, BLEU on held-out generated pairs was 56.1
+#: without it and 41.0 with 0.1 (30,000 pairs, about one pass), 54.4 and 50.3 on 3,000 pairs (12 passes).
+#: It pays in long runs over small files, where a model learns its training pairs by heart.
+DROPOUT_NOTE = "off by default; 0.1, the paper's, pays in long runs over small files"
 DEFAULTS: dict[str, Any] = {
     "arch": "transformer",
     "d_model": 256,
     "heads": 4,
     "layers": 2,
     "d_ff": 1024,
-    "dropout": 0.1,
+    "dropout": 0.0,  # a run of minutes sees its pairs a few times: dropout only slows it (see DROPOUT_NOTE)
     "norm_first": True,
     "batch_tokens": 1500,
     "warmup": 200,
@@ -646,6 +655,16 @@ def _write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def _best_valid_loss(path: Path) -> float:
+    """The validation loss stored with the best weights so far (infinity when there are none, or they cannot be read)."""
+    from .train import read_checkpoint
+
+    try:
+        return float(read_checkpoint(path)["extra"]["valid_loss"])
+    except Exception:  # no best.pt yet, or a damaged one: the next epoch writes a new one
+        return math.inf
+
+
 def save_checkpoint_atomic(path: Path, model, **extra: Any) -> None:
     """:func:`attnbook.train.save_checkpoint` into a temporary file, flushed to disk, then renamed over ``path``.
 
@@ -742,10 +761,21 @@ def open_run(folder: str | Path, device=None, load_model: bool = True) -> Run:
 
     model = build_model(config["arch"], config["model"])
     model.to(getattr(torch, config["settings"].get("dtype", "float32")))
+    best_error = None
+    if (folder / BEST_FILE).is_file():  # the weights of the epoch with the lowest validation loss
+        try:
+            run.extra = load_checkpoint(folder / BEST_FILE, model)
+        except CheckpointMismatch as err:
+            best_error = err
+        else:
+            run.model = model.to(device or "cpu").eval()
+            return run
     try:
         run.extra = load_checkpoint(checkpoint, model)
     except CheckpointMismatch as err:
         raise CommandError(f"incompatible checkpoint in {str(folder)!r}: {_one_line(err)}") from None
+    if best_error is not None:
+        note(f"{BEST_FILE} cannot be used ({_one_line(best_error)}): the last checkpoint is used instead")
     run.model = model.to(device or "cpu").eval()
     return run
 
@@ -1068,6 +1098,7 @@ def cmd_train(args) -> int:
                 save_checkpoint_atomic(out / CHECKPOINT_FILE, model, train_state=train_state, arch=config["arch"])
                 log.write(event="checkpoint", reason=reason, position=position_now)
 
+        best = {"valid_loss": _best_valid_loss(out / BEST_FILE) if state is not None else math.inf}
         signals = _Signals()
 
         def on_step(info: TrainStep) -> bool:
@@ -1102,6 +1133,10 @@ def cmd_train(args) -> int:
                 "step": position_now["step"],
             }
             log.write(event="epoch", **line)
+            if _IS_MAIN and epoch_log.valid_loss is not None and epoch_log.valid_loss < best["valid_loss"]:
+                best["valid_loss"] = epoch_log.valid_loss
+                save_checkpoint_atomic(out / BEST_FILE, model, arch=config["arch"], epoch=absolute, valid_loss=epoch_log.valid_loss)
+                log.write(event="best", epoch=absolute, valid_loss=epoch_log.valid_loss)
             valid = f", valid loss {line['valid_loss']:.3f} (perplexity {line['valid_perplexity']:.1f})" if line["valid_loss"] is not None else ""
             say(
                 f"epoch {absolute}{'' if complete else ' (cut short)'}: train loss {line['train_loss']:.3f}{valid}, "
@@ -1437,7 +1472,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--heads", type=int, metavar="H", help=f"attention heads (default {DEFAULTS['heads']})")
     model.add_argument("--layers", type=int, metavar="L", help=f"encoder and decoder layers (default {DEFAULTS['layers']})")
     model.add_argument("--d-ff", type=int, metavar="F", help=f"feed-forward width (default {DEFAULTS['d_ff']})")
-    model.add_argument("--dropout", type=float, metavar="P", help=f"dropout (default {DEFAULTS['dropout']})")
+    model.add_argument("--dropout", type=float, metavar="P", help=f"dropout (default {DEFAULTS['dropout']}: {DROPOUT_NOTE})")
     norm = model.add_mutually_exclusive_group()
     norm.add_argument("--norm-first", dest="norm_first", action="store_const", const=True, help="pre-LN: normalize before each sublayer (default; trains stably with short warm-ups)")
     norm.add_argument("--post-norm", dest="norm_first", action="store_const", const=False, help="post-LN, as in the paper")
