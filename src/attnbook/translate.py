@@ -761,21 +761,15 @@ def open_run(folder: str | Path, device=None, load_model: bool = True) -> Run:
 
     model = build_model(config["arch"], config["model"])
     model.to(getattr(torch, config["settings"].get("dtype", "float32")))
-    best_error = None
-    if (folder / BEST_FILE).is_file():  # the weights of the epoch with the lowest validation loss
+    try:  # the weights of the epoch with the lowest validation loss, else the last ones
+        run.extra = load_checkpoint(folder / BEST_FILE, model)
+    except (FileNotFoundError, CheckpointMismatch) as best_error:
         try:
-            run.extra = load_checkpoint(folder / BEST_FILE, model)
+            run.extra = load_checkpoint(checkpoint, model)
         except CheckpointMismatch as err:
-            best_error = err
-        else:
-            run.model = model.to(device or "cpu").eval()
-            return run
-    try:
-        run.extra = load_checkpoint(checkpoint, model)
-    except CheckpointMismatch as err:
-        raise CommandError(f"incompatible checkpoint in {str(folder)!r}: {_one_line(err)}") from None
-    if best_error is not None:
-        note(f"{BEST_FILE} cannot be used ({_one_line(best_error)}): the last checkpoint is used instead")
+            raise CommandError(f"incompatible checkpoint in {str(folder)!r}: {_one_line(err)}") from None
+        if isinstance(best_error, CheckpointMismatch):
+            note(f"{BEST_FILE} cannot be used ({_one_line(best_error)}): the last checkpoint is used instead")
     run.model = model.to(device or "cpu").eval()
     return run
 
