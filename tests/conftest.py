@@ -20,7 +20,12 @@ def root() -> Path:
 # the portability runs, one independent subprocess per notebook, spread over the workers
 # instead of all landing on the worker that gets tests/test_portability.py; and the longest
 # groups start first (--no-loadscope-reorder keeps the order below), so that no worker is
-# left alone with a long notebook at the end.
+# left alone with a long notebook at the end. xdist hands each worker two groups at the
+# start, so the first four of LONGEST_FIRST start at once, two on each worker.
+
+#: The notebooks that take longest under nbval, longest first (tests/benchmarks/bench_notebooks.py
+#: measures them); the other notebooks that train follow, then the portability runs, then the rest.
+LONGEST_FIRST = ["08_training_a_translator.ipynb", "09_fastformer.ipynb", "03_attention.ipynb", "07_transformer.ipynb"]
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -37,13 +42,17 @@ def pytest_xdist_make_scheduler(config, log):
     return NotebookScheduling(config, log)
 
 
+def _weight(item) -> tuple[int, int]:
+    if item.path.suffix == ".ipynb":
+        if item.path.name in LONGEST_FIRST:
+            return 0, LONGEST_FIRST.index(item.path.name)
+        return (1, 0) if item.path in TRAINING_NOTEBOOKS else (3, 0)
+    if item.path.name == "test_portability.py":
+        return 2, 0 if "[" in item.nodeid else 1
+    return 4, 0
+
+
 def pytest_collection_modifyitems(config, items):
     if not hasattr(config, "workerinput"):  # only on an xdist worker
         return
-
-    def weight(item) -> int:  # notebooks that train, their portability runs, other notebooks, the rest
-        if item.path.suffix == ".ipynb":
-            return 0 if item.path in TRAINING_NOTEBOOKS else 2
-        return 1 if item.path.name == "test_portability.py" else 3
-
-    items.sort(key=weight)  # stable: every notebook's cells keep their order
+    items.sort(key=_weight)  # stable: every notebook's cells keep their order

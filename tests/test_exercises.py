@@ -111,3 +111,24 @@ def test_compare_explains_shape_dtype_and_type_problems():
 def test_checker_needs_cases():
     with pytest.raises(ValueError, match="at least one case"):
         Checker("empty", reference=_double, cases=[], mistakes=[])
+
+
+def test_messages_show_a_few_significant_digits_not_float32_last_bits():
+    """A checker's message reads the same on every CPU: float32's last bits (about 1e-7) never show."""
+    from attnbook.exercises import format_number, format_pair
+
+    # float32 results of one computation on two kernel paths differ in the last bits; the message must not
+    expected = torch.tensor([-2.061055898666382], dtype=torch.float32)
+    on_another_cpu = expected * (1 + 2e-7)
+    got = torch.tensor([-1.8459538221359253], dtype=torch.float32)
+    here, there = compare(expected, got), compare(on_another_cpu, got)
+    assert here == there, (here, there)
+    assert "expected -2.061, got -1.846" in here
+    assert compare(2.272828411977469, 2.0647380458235864) == "the result should be 2.273, got 2.065"
+    # more digits only while the two would read the same, and never past what float32 can hold
+    assert format_pair(2.2731, 2.2734) == ("2.2731", "2.2734")
+    assert format_pair(1.0, 1.0 + 1e-9) == ("1.0", "1.0") and format_pair(1.0, 0.0) == ("1.0", "0.0")
+    assert format_number(float("nan")) == "nan" and format_number(3) == "3" and format_number("a") == "'a'"
+    assert "expected 0.09003, got nan" in compare(torch.tensor([0.09003057330846786]), torch.tensor([float("nan")]))
+    import numpy
+    assert "expected 0.5, got 0.25" in compare(numpy.array([0.5]), numpy.array([0.25]))

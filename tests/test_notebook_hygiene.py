@@ -7,7 +7,7 @@ import re
 import pytest
 
 from attnbook.book import SETUP_TAG, badge_markdown, setup_cell_source
-from notebook_index import NOTEBOOKS, ROOT, read_notebook, training_cells
+from notebook_index import NOTEBOOKS, ROOT, TRAINING_NOTEBOOKS as TRAINING, read_notebook, training_cells
 
 IDS = [p.name for p in NOTEBOOKS]
 LOCAL_PATH = re.compile(r"(/home/|/Users/|/root/|/tmp/|/work/|[A-Z]:\\\\Users|site-packages|\.venv)")
@@ -340,4 +340,46 @@ def test_a_notebook_that_trains_computes_in_float64(path):
             assert match.group(1).strip() == "torch.float64", (
                 f"code cell {i} switches the default dtype to {match.group(1)}: build float32 tensors explicitly "
                 "(dtype=torch.float32, .float()) in timing cells instead"
+            )
+
+
+SCIENTIFIC = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?e[-+]?\d+")
+LONG_FLOAT = re.compile(r"(?<![\w.])-?\d*\.\d{9,}(?:e[-+]?\d+)?")
+BOUND_WORDS = re.compile(r"(below|under|within|than|to|<|≤|<=)\s*\(?$")
+
+
+def rounding_level_figures(text: str) -> list[str]:
+    """Figures in an output that show the last bits of a computation, which differ from one CPU to the next.
+
+    A float with nine or more decimals, or a figure below 1e-9 that is not a bound ("below 1e-12"): float64's
+    rounding differences are about 1e-16 of the values, float32's about 1e-7; a chapter prints a few significant
+    digits, or whether a difference is below a bound.
+    """
+    found = [m.group() for m in LONG_FLOAT.finditer(text)]
+    for m in SCIENTIFIC.finditer(text):
+        value = abs(float(m.group()))
+        if 0 < value < 1e-9 and not BOUND_WORDS.search(text[max(0, m.start() - 12) : m.start()]):
+            found.append(m.group())
+    return found
+
+
+def test_rounding_level_figures_are_found():
+    assert rounding_level_figures("expected 2.272828411977469, got 2.0647380458235864") == ["2.272828411977469", "2.0647380458235864"]
+    assert rounding_level_figures("largest difference: 2.2e-16") == ["2.2e-16"]
+    assert rounding_level_figures("the same scores (to 1e-12): True; below 1e-12: True") == []
+    assert rounding_level_figures("step 1: 1.75e-07; loss 2.27; 3.14159") == []
+
+
+@pytest.mark.parametrize("path", TRAINING, ids=[p.name for p in TRAINING])
+def test_a_notebook_that_trains_prints_no_rounding_level_figures(path):
+    """The other half of the portability rule for the notebooks that train (tests/test_portability.py proves
+    their training on another kernel path; what else they print must not show last bits)."""
+    for i, cell in enumerate(_code_cells(read_notebook(path))):
+        if "show_source" in cell.source or _ignored(cell):
+            continue
+        for output in cell.outputs:
+            figures = rounding_level_figures(_text_of(output))
+            assert not figures, (
+                f"code cell {i} prints {figures}: such last digits differ from one CPU to the next; print a few "
+                "significant digits, or whether the difference is below a bound"
             )

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["Case", "Mistake", "Checker", "CheckResult", "compare", "registry", "NOT_ATTEMPTED"]
+__all__ = ["Case", "Mistake", "Checker", "CheckResult", "compare", "format_number", "format_pair", "registry", "NOT_ATTEMPTED"]
 
 #: The words that start a checker's answer to a stub (``...``, ``return None`` or
 #: ``raise NotImplementedError``): an attempt cell stores this message, never a traceback.
@@ -72,6 +72,32 @@ def _short(value: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+#: Significant digits of a number in a checker's message: enough to tell a mistake from the answer, too few to
+#: show the last bits of a float32 result, which differ from one CPU to the next (see book/reproducibility.md).
+DIGITS = 4
+
+
+def format_number(value, digits: int = DIGITS) -> str:
+    """A float at ``digits`` significant digits; ints, NaN, infinities and non-numbers as they are."""
+    if isinstance(value, float) and math.isfinite(value):
+        text = f"{value:.{digits}g}"
+        return text if any(c in text for c in ".e") else text + ".0"  # 1.0 reads as a float, as repr writes it
+    return repr(value) if not isinstance(value, (int, float)) or isinstance(value, bool) else str(value)
+
+
+def format_pair(expected, got) -> tuple[str, str]:
+    """``expected`` and ``got`` for a message, at the same precision.
+
+    :data:`DIGITS` significant digits, more (up to 6) only while the two would read the same, so that
+    "expected 2.273, got 2.273" never appears; 6 digits still hide float32's last bits (about 1e-7).
+    """
+    for digits in range(DIGITS, 7):
+        e, g = format_number(expected, digits), format_number(got, digits)
+        if e != g:
+            break
+    return e, g
+
+
 def _as_tensor_like(value):
     """Return (kind, value) where kind is 'torch', 'numpy' or None."""
     try:
@@ -113,7 +139,8 @@ def compare(
         if equal_nan and math.isnan(got) and math.isnan(expected):
             return None
         if math.isnan(got) or not math.isclose(got, expected, rel_tol=rtol, abs_tol=atol):
-            return f"{where} should be {expected!r}, got {got!r}"
+            e, g = format_pair(expected, got)
+            return f"{where} should be {e}, got {g}"
         return None
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)):
@@ -158,9 +185,10 @@ def _compare_arrays(kind: str, expected, got, atol: float, rtol: float, where: s
             wrong = ~torch.isclose(g, e, rtol=rtol, atol=atol, equal_nan=equal_nan)
         if wrong.any():
             index = tuple(int(i) for i in wrong.nonzero()[0])
+            e, g = format_pair(expected[index].item(), got[index].item())
             return (
-                f"{where} differs at index {index}: expected {expected[index].item()!r}, "
-                f"got {got[index].item()!r} ({int(wrong.sum())} of {wrong.numel()} entries wrong)"
+                f"{where} differs at index {index}: expected {e}, got {g} "
+                f"({int(wrong.sum())} of {wrong.numel()} entries wrong)"
             )
         return None
     import numpy as np
@@ -171,8 +199,9 @@ def _compare_arrays(kind: str, expected, got, atol: float, rtol: float, where: s
         wrong = ~np.isclose(got.astype(float), expected.astype(float), rtol=rtol, atol=atol, equal_nan=equal_nan)
     if wrong.any():
         index = tuple(int(i) for i in np.argwhere(wrong)[0])
+        e, g = format_pair(expected[index].item(), got[index].item())
         return (
-            f"{where} differs at index {index}: expected {expected[index]!r}, got {got[index]!r} "
+            f"{where} differs at index {index}: expected {e}, got {g} "
             f"({int(wrong.sum())} of {wrong.size} entries wrong)"
         )
     return None

@@ -1,0 +1,175 @@
+"""Short training runs of every kind of model the chapters train, printed as JSON.
+
+``python tests/portability_probe.py float64`` (or ``float32``) trains, from fixed
+seeds, each kind of model that a chapter trains, for a few dozen steps with the
+pieces the chapters use (Adam, the warm-up schedule, label smoothing, dropout,
+gradient clipping, greedy decoding and beam search), and prints what the
+chapters print of such runs: the loss of every step, the validation loss,
+statistics of the trained weights, and the decoded tokens.
+
+``tests/test_portability.py`` runs it twice, on this machine's own CPU kernel
+path and on another one, and compares: in float64 the two runs must agree far
+beyond the three significant digits the chapters print; in float32 they must
+differ, which shows that the other kernel path really is another path (the
+comparison could fail) and that float64 is what makes the difference.
+
+:data:`COVERED` lists the library's modules that these runs train;
+``tests/test_portability.py`` checks that every notebook that trains uses no
+other module of the library, so a new kind of model in a chapter needs a run here.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+from torch import nn
+
+#: The library modules (``attnbook.<module>.<name>``) whose training these runs exercise.
+COVERED = {
+    "attnbook.rnn": {"Seq2Seq", "GRUEncoder", "PlainDecoder", "AttentionDecoder"},
+    "attnbook.attention": {"MultiHeadAttention", "AdditiveAttention", "DotProductAttention"},
+    "attnbook.positional": {"SinusoidalPositionalEncoding", "LearnedPositionalEncoding"},
+    "attnbook.transformer": {"Transformer", "EncoderLayer", "DecoderLayer", "PositionwiseFFN", "AddNorm"},
+    "attnbook.decode": {"Uncached"},
+    "attnbook.fastformer": {"FastSelfAttention", "FastformerEncoder", "SoftmaxEncoder", "AttentionPooling"},
+}
+
+STEPS_PER_RUN = 24
+
+
+def _weights(model: nn.Module) -> dict[str, float]:
+    """Statistics of the trained weights (no sum with cancellations: each is as precise as the weights)."""
+    flat = torch.cat([p.detach().flatten().double() for p in model.parameters()])
+    return {"norm": flat.norm().item(), "mean |w|": flat.abs().mean().item(), "largest |w|": flat.abs().max().item(),
+            "first": flat[0].item(), "last": flat[-1].item()}
+
+
+def _translation_run(model: nn.Module, corpus, *, label_smoothing: float, recipe: bool) -> dict:
+    from attnbook.decode import Uncached, translate
+    from attnbook.train import paper_optimizer, train
+
+    batches = corpus.batches("train", batch_size=16, seed=0)
+    optimizer, scheduler = paper_optimizer(model, warmup=8, factor=2.0) if recipe else (None, None)
+    losses: list[float] = []
+    history = train(
+        model, batches, corpus.batches("valid", batch_size=64), epochs=100, lr=3e-3,
+        pad_id=corpus.tgt_vocab.pad_id, label_smoothing=label_smoothing, optimizer=optimizer, scheduler=scheduler,
+        seed=0, plot=False, verbose=False, log_every=1,
+        on_step=lambda step: (losses.append(step.loss), len(losses) >= STEPS_PER_RUN)[1],
+    )
+    model.eval()
+    sources = [p.src_tokens for p in corpus.valid[:8]]
+    with torch.no_grad():
+        greedy = translate(model, sources, corpus.src_vocab, corpus.tgt_vocab, max_len=20)
+        beam = translate(model, sources, corpus.src_vocab, corpus.tgt_vocab, beam_size=3, max_len=20)
+        uncached = translate(Uncached(model), sources, corpus.src_vocab, corpus.tgt_vocab, max_len=20)
+    return {
+        "losses": losses, "valid_loss": history.final_valid_loss, "weights": _weights(model),
+        "greedy": [" ".join(t) for t in greedy], "beam": [" ".join(t) for t in beam],
+        "uncached": [" ".join(t) for t in uncached],
+    }
+
+
+def _encoder_run(kind: str, causal: bool = False) -> dict:
+    """Chapter 9: a Fastformer (or softmax) encoder and attention pooling, trained to classify sequences."""
+    from attnbook.fastformer import AttentionPooling, FastformerEncoder, SoftmaxEncoder
+    from attnbook.positional import SinusoidalPositionalEncoding
+
+    torch.manual_seed(0)
+    embed, positions = nn.Embedding(20, 32), SinusoidalPositionalEncoding(32, max_len=64)
+    stack = FastformerEncoder if kind == "Fastformer" else SoftmaxEncoder
+    encoder = stack(32, 4, 2, dim_feedforward=64, dropout=0.1)
+    pool, out = AttentionPooling(32), nn.Linear(32, 2)
+    model = nn.ModuleList([embed, positions, encoder, pool, out])
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    data = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(STEPS_PER_RUN):
+        ids = torch.randint(1, 20, (16, 24), generator=data)
+        lengths = torch.randint(8, 25, (16,), generator=data)
+        padding = torch.arange(24)[None, :] >= lengths[:, None]
+        labels = (ids[:, :8] > 10).sum(dim=1).remainder(2)
+        h = encoder(positions(embed(ids)), padding, causal=causal)
+        loss = nn.functional.cross_entropy(out(pool(h, padding)), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+    return {"losses": losses, "weights": _weights(model)}
+
+
+def _attention_head_run(kind: str) -> dict:
+    """Chapters 3, 5 and 6: attention over learned positions, trained to report the previous token.
+
+    ``kind`` is ``"multi-head"`` (one :class:`MultiHeadAttention` layer, causal) or ``"dot-product"``
+    (:class:`DotProductAttention` over projected queries, keys and values, with the causal mask).
+    """
+    from attnbook.attention import DotProductAttention, MultiHeadAttention
+    from attnbook.masks import causal_mask
+    from attnbook.positional import LearnedPositionalEncoding
+
+    torch.manual_seed(0)
+    mixer = MultiHeadAttention(32, 4) if kind == "multi-head" else nn.Linear(32, 96)
+    model = nn.ModuleList([nn.Embedding(10, 32), LearnedPositionalEncoding(32, max_len=16), mixer, nn.Linear(32, 10)])
+    embed, position, _, readout = model
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    data = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(STEPS_PER_RUN):
+        tokens = torch.randint(0, 10, (32, 12), generator=data)
+        x = position(embed(tokens))
+        if kind == "multi-head":
+            mixed = mixer(x, x, x, causal=True)
+        else:
+            mixed = DotProductAttention()(*mixer(x).chunk(3, dim=-1), causal_mask(12)[None])[0]
+        logits = readout(mixed)[:, 1:]
+        loss = nn.functional.cross_entropy(logits.reshape(-1, 10), tokens[:, :-1].reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return {"losses": losses, "weights": _weights(model)}
+
+
+def runs() -> dict[str, dict]:
+    from attnbook.data import load_corpus
+    from attnbook.rnn import Seq2Seq, Seq2SeqConfig
+    from attnbook.transformer import Transformer, TransformerConfig
+
+    corpus = load_corpus(n_pairs=500, seed=0, max_len=10)
+    sizes = dict(src_vocab_size=len(corpus.src_vocab), tgt_vocab_size=len(corpus.tgt_vocab))
+    results = {}
+    torch.manual_seed(0)
+    results["GRU encoder-decoder (chapter 2)"] = _translation_run(
+        Seq2Seq(Seq2SeqConfig(**sizes, embed_size=32, hidden_size=64, num_layers=2, dropout=0.1)), corpus,
+        label_smoothing=0.0, recipe=False)
+    torch.manual_seed(0)
+    results["attention RNN (chapters 3 and 8)"] = _translation_run(
+        Seq2Seq(Seq2SeqConfig(**sizes, embed_size=32, hidden_size=64, attention=True, bidirectional=True)), corpus,
+        label_smoothing=0.1, recipe=False)
+    torch.manual_seed(0)
+    results["Transformer (chapters 7 and 8)"] = _translation_run(
+        Transformer(TransformerConfig(**sizes, d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.1, max_len=64)),
+        corpus, label_smoothing=0.1, recipe=True)
+    results["multi-head attention with learned positions (chapters 5 and 6)"] = _attention_head_run("multi-head")
+    results["dot-product attention (chapter 3)"] = _attention_head_run("dot-product")
+    results["Fastformer (chapter 9)"] = _encoder_run("Fastformer")
+    results["causal Fastformer (chapter 9)"] = _encoder_run("Fastformer", causal=True)
+    results["softmax encoder (chapter 9)"] = _encoder_run("softmax")
+    return results
+
+
+def main(argv: list[str]) -> int:
+    dtype = {"float64": torch.float64, "float32": torch.float32}[argv[0] if argv else "float64"]
+    torch.set_default_dtype(dtype)
+    torch.set_num_threads(1)
+    report = {"capability": torch.backends.cpu.get_cpu_capability(), "dtype": str(dtype), "runs": runs()}
+    json.dump(report, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
