@@ -1,0 +1,97 @@
+"""The prose says what the cells print: every reported figure is found in a stored output (tests/claims.py)."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from claims import PAGES, Claim, check_notebook, check_page, claims_in, every_output, printed_numbers, supports
+from notebook_index import NOTEBOOKS, ROOT
+
+
+def _unsupported_message(report) -> str:
+    lines = [f"{len(report.unsupported)} of {len(report.checked)} figures in the text are printed by no cell:"]
+    lines += [f"  {claim}" for claim in report.unsupported]
+    lines.append(
+        "Print the figure in a cell above (or right below, if the sentence says 'below'), round it as printed, "
+        "cite the paper it comes from in the same sentence, or declare a constant of the setup in the cell's "
+        "metadata: \"claims\": {\"0.98\": \"the reason\"} (python tests/claims.py lists them all)."
+    )
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_every_figure_in_a_chapter_is_printed_by_a_cell(path):
+    report = check_notebook(path)
+    assert not report.unsupported, _unsupported_message(report)
+
+
+@pytest.fixture(scope="module")
+def outputs():
+    return every_output()
+
+
+@pytest.mark.parametrize("path", PAGES, ids=[p.name for p in PAGES])
+def test_every_figure_a_book_page_quotes_is_printed_or_declared(path, outputs):
+    report = check_page(path, outputs)
+    assert not report.unsupported, _unsupported_message(report)
+
+
+def _claim(text: str) -> Claim:
+    found, cited = claims_in(text, "test")
+    assert len(found) == 1 and not cited, (found, cited)
+    return found[0]
+
+
+def test_a_figure_matches_at_the_precision_the_prose_uses():
+    printed = printed_numbers("valid loss 3.84; BLEU 41.5 (75.3% aligned); 63,082,496 parameters; 4.0 times; −0.125")
+    for prose in ("The loss is 3.84.", "The loss is 3.8.", "About 75% of them.", "It has 63.1 M parameters.",
+                  "It is 4.0 times faster.", "The mean is −0.125 here.", "BLEU 41.5 at best."):
+        assert supports(_claim(prose), printed), prose
+    for prose in ("The loss is 3.85.", "The loss is 3.840.", "About 76% of them.", "It has 65 M parameters.",
+                  "It is 4.2 times faster.", "Six of the 15.5 positions."):
+        assert not supports(_claim(prose), printed), prose
+
+
+def test_ratios_in_words_and_percentages_of_fractions():
+    printed = printed_numbers("ratio 2.9; share 0.30")
+    assert supports(_claim("It gets nearly three times the gradient."), printed)
+    assert not supports(_claim("It gets ten times the gradient."), printed)
+    assert supports(_claim("That is 30% of them."), printed)
+
+
+def test_citations_code_math_and_names_are_not_claims():
+    found, cited = claims_in("The paper reports 27.3 BLEU {cite}`vaswani2017attention`. Chapter 8.2 and `lr=0.5`, $\\beta_2 = 0.98$.", "t")
+    assert not found and [c.text for c in cited] == ["27.3"]
+
+
+def _notebook(*cells) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    for kind, source, output in cells:
+        if kind == "code":
+            cell = nbformat.v4.new_code_cell(source)
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=output)] if output else []
+        else:
+            cell = nbformat.v4.new_markdown_cell(source)
+            cell.metadata.update(output or {})
+        nb.cells.append(cell)
+    return nb
+
+
+def test_the_notebook_check_finds_a_figure_no_cell_prints(tmp_path):
+    path = ROOT / "notebooks" / "_claims_test.ipynb"
+    nb = _notebook(
+        ("code", "print(loss)", "valid loss 3.84\n"),
+        ("markdown", "The loss reaches 3.84 and the model is 2.5 times faster.", None),
+        ("markdown", "The table below shows a BLEU of 41.5.", None),
+        ("code", "print(bleu)", "BLEU 41.5\n"),
+        ("markdown", "Adam's beta2 of 0.98 is the paper's, and a BLEU of 41.5.", {"claims": {"0.98": "the recipe's constant"}}),
+        ("markdown", "A typed table:\n\n```\nno warm-up 1.61\n```", None),
+    )
+    try:
+        nbformat.write(nb, path)
+        report = check_notebook(path)
+    finally:
+        path.unlink()
+    assert [c.text for c in report.unsupported] == ["2.5 times", "1.61"]
+    assert [c.text for c in report.declared] == ["0.98"]
