@@ -13,6 +13,9 @@ found in a printed "3.84", "75%" in "75.3%" or in "0.753", "63 M" in
   the setup, with the reason: ``"claims": {"0.98": "Adam's beta2 in the paper's
   recipe"}``; or a number written verbatim in a code cell above (a setting the
   reader sees in the code), reported apart;
+- on a book page, a figure recorded in a results file that the page names
+  (a script's run with the machine it ran on, under ``book/results/``), or a
+  constant it declares (see :data:`PAGE_NOTE`);
 - code spans, math, links and the inside of exercise statements, which pose
   tasks rather than report results.
 
@@ -30,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 
-from notebook_index import NOTEBOOKS, read_notebook  # noqa: E402
+from notebook_index import NOTEBOOKS, read_notebook
 
 #: Book pages that quote results; their numbers are looked up in every notebook's outputs and in the
 #: page's own front-matter declarations.
@@ -52,11 +55,11 @@ NAMING = re.compile(
     r"(chapters?|sections?|tables?|figures?|fig\.|eq\.|equations?|exercises?|python|pytorch|torch|version|v|"
     r"step|steps|layer|layers|head|heads|epoch|epochs|row|rows|column|columns|cell|cells|part|appendix|"
     r"line|lines|page|issue|#)\s*$",
-    re.I,
+    re.IGNORECASE,
 )
 CITATION = re.compile(r"\{cite(?::[a-z]+)?\}")
 _STRIP = [
-    re.compile(r"\$\$.*?\$\$", re.S),
+    re.compile(r"\$\$.*?\$\$", re.DOTALL),
     re.compile(r"(?<!\\)\$[^$]+?(?<!\\)\$"),
     re.compile(r"`[^`]*`"),
     re.compile(r"\]\([^)]*\)"),  # link targets
@@ -64,8 +67,8 @@ _STRIP = [
     re.compile(r"\{[a-z:]+\}`[^`]*`"),  # roles: {cite}`...`, {ref}`...`
 ]
 #: Code shown in the text. A fence with no language, or ``text``, holds a typed output: its figures are claims too.
-_CODE_BLOCK = re.compile(r"^(`{3,}|~{3,})(?!\{)(?!\s*(?:text|console)?\s*$)[^\n]*\n.*?^\1\s*$", re.S | re.M)
-_EXERCISE = re.compile(r"(`{3,4})\{exercise\}.*?\n\1", re.S)
+_CODE_BLOCK = re.compile(r"^(`{3,}|~{3,})(?!\{)(?!\s*(?:text|console)?\s*$)[^\n]*\n.*?^\1\s*$", re.DOTALL | re.MULTILINE)
+_EXERCISE = re.compile(r"(`{3,4})\{exercise\}.*?\n\1", re.DOTALL)
 
 
 @dataclass
@@ -99,8 +102,8 @@ def prose_of(markdown: str) -> str:
     """The running text of a markdown cell: no code, math, links, tags, roles or exercise statements."""
     text = _EXERCISE.sub(" ", markdown)
     text = _CODE_BLOCK.sub(" ", text)  # code shown in the text (not a directive: those fences hold prose)
-    text = re.sub(r"^(`{3,4})\{[a-z-]+\}[^\n]*\n(?::[a-z-]+:[^\n]*\n)*", " ", text, flags=re.M)  # directive heads
-    text = re.sub(r"^(`{3,4}|~{3,4})\s*(text|console)?\s*$", " ", text, flags=re.M)
+    text = re.sub(r"^(`{3,4})\{[a-z-]+\}[^\n]*\n(?::[a-z-]+:[^\n]*\n)*", " ", text, flags=re.MULTILINE)  # directive heads
+    text = re.sub(r"^(`{3,4}|~{3,4})\s*(text|console)?\s*$", " ", text, flags=re.MULTILINE)
     for pattern in _STRIP:
         text = pattern.sub(" ", text)
     return text
@@ -140,7 +143,7 @@ def claims_in(markdown: str, where: str) -> tuple[list[Claim], list[Claim]]:
 WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
          "eleven": 11, "twelve": 12, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "hundred": 100}
 #: "three times", "ten times faster", "twice": a ratio in words; "about"/"some"/"nearly" before it make it approximate.
-WORD_RATIO = re.compile(r"(?P<approx>\b(?:about|some|nearly|roughly|almost|around)\s+)?\b(?P<word>" + "|".join(WORDS) + r")\s+times\b|\btwice\b", re.I)
+WORD_RATIO = re.compile(r"(?P<approx>\b(?:about|some|nearly|roughly|almost|around)\s+)?\b(?P<word>" + "|".join(WORDS) + r")\s+times\b|\btwice\b", re.IGNORECASE)
 #: How far an approximate ratio in words may be from the printed one, relative.
 APPROXIMATE = 0.15
 
@@ -204,7 +207,7 @@ def _output_text(cell) -> str:
 
 
 def _points_below(sentence: str) -> bool:
-    return bool(re.search(r"\b(below|following|next cell|this cell|the cell that follows)\b", sentence, re.I))
+    return bool(re.search(r"\b(below|following|next cell|this cell|the cell that follows)\b", sentence, re.IGNORECASE))
 
 
 def check_notebook(path: Path, report: Report | None = None) -> Report:
@@ -248,24 +251,33 @@ def _verbatim_in_code(claim: Claim, source: str) -> bool:
     return any(re.search(rf"(?<![\w.]){v}(?![\w.]?\d)", source) for v in variants)
 
 
+#: A page's own lines about its figures, MyST comments that the book does not show:
+#:   % claims: results book/results/portability.json    (figures recorded by a script's run, with its machine)
+#:   % claims: "0.98" Adam's beta2 in the paper's recipe   (a constant, with the reason)
+PAGE_NOTE = re.compile(r"^% claims: (?:results (?P<results>\S+)|\"(?P<figure>[^\"]+)\" (?P<reason>.+))$", re.MULTILINE)
+
+
 def check_page(path: Path, every_output: list[tuple[float, int]], report: Report | None = None) -> Report:
+    """A book page's figures: printed by a notebook, recorded in a results file it names, or declared."""
     report = report or Report()
     text = path.read_text(encoding="utf-8")
     declared: set[str] = set()
-    front = re.match(r"---\n(.*?)\n---\n", text, re.S)
-    if front:
-        for line in front.group(1).splitlines():
-            m = re.match(r"\s+[\"']?([^\"':]+)[\"']?:\s*(.+)", line)
-            if m:
-                declared.add(m.group(1).strip())
-        text = text[front.end():]
-    found, cited = claims_in(text, str(path.relative_to(ROOT)))
+    recorded: list[tuple[float, int]] = []
+    for note in PAGE_NOTE.finditer(text):
+        if note.group("results"):
+            results = ROOT / note.group("results")
+            if not results.is_file():
+                raise FileNotFoundError(f"{path.name} names {note.group('results')} as its results, and there is no such file")
+            recorded += printed_numbers(results.read_text(encoding="utf-8"))
+        else:
+            declared.add(note.group("figure"))
+    found, cited = claims_in(PAGE_NOTE.sub(" ", text), str(path.relative_to(ROOT)))
     report.cited += cited
     for claim in found:
         report.checked.append(claim)
         if claim.text in declared:
             report.declared.append(claim)
-        elif not supports(claim, every_output):
+        elif not supports(claim, every_output + recorded):
             report.unsupported.append(claim)
     return report
 

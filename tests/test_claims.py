@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-
-from claims import PAGES, Claim, check_notebook, check_page, claims_in, every_output, printed_numbers, supports
+from claims import (
+    PAGES,
+    Claim,
+    check_notebook,
+    check_page,
+    claims_in,
+    every_output,
+    printed_numbers,
+    supports,
+)
 from notebook_index import NOTEBOOKS, ROOT
 
 
@@ -94,4 +102,25 @@ def test_the_notebook_check_finds_a_figure_no_cell_prints(tmp_path):
     finally:
         path.unlink()
     assert [c.text for c in report.unsupported] == ["2.5 times", "1.61"]
+    assert [c.text for c in report.declared] == ["0.98"]
+
+
+def test_a_page_may_quote_a_recorded_run_and_declare_constants(tmp_path, monkeypatch):
+    import claims
+
+    results = ROOT / "book" / "results" / "_claims_test.json"
+    page = ROOT / "book" / "_claims_test.md"
+    results.parent.mkdir(exist_ok=True)
+    results.write_text('{"machine": "test", "drift": 2.4e-05, "ratio": 1.06}')
+    page.write_text(
+        "% claims: results book/results/_claims_test.json\n"
+        '% claims: "0.98" the recipe\'s constant\n\n'
+        "The runs drift by 2.4e-5, with a slope of 1.06 and 0.98 for Adam, and 7.5 from nowhere.\n"
+    )
+    try:
+        report = claims.check_page(page, [])
+    finally:
+        page.unlink()
+        results.unlink()
+    assert [c.text for c in report.unsupported] == ["7.5"]
     assert [c.text for c in report.declared] == ["0.98"]
