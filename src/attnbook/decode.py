@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 __all__ = [
+    "EXTRA_OUTPUT_TOKENS",
     "Decoded",
     "greedy_decode",
     "length_penalty",
@@ -45,6 +46,10 @@ __all__ = [
     "ids_to_text",
     "translate",
 ]
+
+#: The paper's output budget, :func:`beam_search`'s default: a translation has at most
+#: its source's length plus this many tokens.
+EXTRA_OUTPUT_TOKENS = 50
 
 
 @dataclass
