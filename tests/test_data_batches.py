@@ -66,7 +66,9 @@ def _order(loader):
 
 
 def test_batches_are_deterministic_per_seed_and_epoch(corpus):
-    make = lambda seed: make_batches(corpus.train, corpus.src_vocab, corpus.tgt_vocab, batch_size=16, seed=seed)
+    def make(seed):
+        return make_batches(corpus.train, corpus.src_vocab, corpus.tgt_vocab, batch_size=16, seed=seed)
+
     a, b = make(0), make(0)
     epoch0 = _order(a)
     assert epoch0 == _order(b)  # same seed, same batches

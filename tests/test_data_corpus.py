@@ -10,7 +10,16 @@ import sys
 
 import pytest
 
-from attnbook.data import Corpus, Pair, alignment_matrix, detokenize, generate_pairs, load_corpus, split_by_index, tokenize
+from attnbook.data import (
+    Corpus,
+    Pair,
+    alignment_matrix,
+    detokenize,
+    generate_pairs,
+    load_corpus,
+    split_by_index,
+    tokenize,
+)
 from attnbook.data import corpus as C
 from attnbook.data import lexicon as lx
 from attnbook.data.lexicon import starts_with_vowel_sound

@@ -26,8 +26,8 @@ Neither decoder ever writes ``<pad>`` or ``<bos>``: they are not words.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import nn

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence, Union
 
 __all__ = [
     "ngrams",
@@ -41,7 +41,7 @@ __all__ = [
     "bleu_by_length",
 ]
 
-Tokens = Union[str, Sequence[str]]
+Tokens = str | Sequence[str]
 
 
 def ngrams(tokens: Sequence[str], n: int) -> Counter:

@@ -42,8 +42,8 @@ Masks are bool with ``True`` = padding (ignore), as everywhere in the library.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Callable
 
 import torch
 from torch import nn

@@ -27,9 +27,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Iterator, Sequence
 
 from .pairs import Corpus, Pair, split_by_checksum
 from .text import language

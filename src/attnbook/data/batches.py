@@ -17,8 +17,8 @@ a given seed.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
-from typing import Iterator, Sequence
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler

@@ -58,7 +58,9 @@ class Pair:
     tgt_tok: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self, tokens: tuple[Sequence[str], Sequence[str]] | None) -> None:
-        src_tok, tgt_tok = tokens if tokens is not None else (tokenize(self.src, self.src_lang), tokenize(self.tgt, self.tgt_lang))
+        src_tok, tgt_tok = (
+            tokens if tokens is not None else (tokenize(self.src, self.src_lang), tokenize(self.tgt, self.tgt_lang))
+        )
         # A frozen dataclass sets its own fields this way while it is built (as its generated __init__ does).
         object.__setattr__(self, "src_tok", tuple(src_tok))
         object.__setattr__(self, "tgt_tok", tuple(tgt_tok))
@@ -106,7 +108,9 @@ class Corpus:
     def from_splits(cls, splits: Splits, min_freq: int = 1, max_size: int | None = None) -> Corpus:
         """A corpus of these splits, with vocabularies of the training pairs' tokens seen ``min_freq`` times."""
         if not splits.train:
-            raise ValueError(f"the training split is empty ({sum(map(len, splits))} pairs): there is nothing to learn from")
+            raise ValueError(
+                f"the training split is empty ({sum(map(len, splits))} pairs): there is nothing to learn from"
+            )
         src_vocab = Vocab.build((p.src_tok for p in splits.train), min_freq=min_freq, max_size=max_size)
         tgt_vocab = Vocab.build((p.tgt_tok for p in splits.train), min_freq=min_freq, max_size=max_size)
         first = splits.train[0]
@@ -124,7 +128,12 @@ class Corpus:
         return [p.src_tokens for p in pairs], [p.tgt_tokens for p in pairs]
 
     def batches(
-        self, split: str = "train", batch_size: int = 64, shuffle: bool | None = None, seed: int = 0, bucket: bool = True
+        self,
+        split: str = "train",
+        batch_size: int = 64,
+        shuffle: bool | None = None,
+        seed: int = 0,
+        bucket: bool = True,
     ):
         """Batches of a split (see :func:`attnbook.data.make_batches`); shuffled for training only by default."""
         from .batches import make_batches
@@ -132,7 +141,9 @@ class Corpus:
         if shuffle is None:
             shuffle = split == "train"
         pairs = self.split(split)
-        return make_batches(pairs, self.src_vocab, self.tgt_vocab, batch_size, shuffle=shuffle, seed=seed, bucket=bucket)
+        return make_batches(
+            pairs, self.src_vocab, self.tgt_vocab, batch_size, shuffle=shuffle, seed=seed, bucket=bucket
+        )
 
     def __repr__(self) -> str:
         return (

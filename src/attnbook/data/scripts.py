@@ -40,7 +40,9 @@ SCRIPT_OF: dict[str, tuple[str, str]] = {
     **dict.fromkeys(("zh", "yue"), ("Chinese characters", _CJK)),
     "ja": ("Japanese script", _KANA + "\u3400-\u4dbf\u4e00-\u9fff"),
     "ko": ("Hangul", "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"),
-    **dict.fromkeys(("ru", "uk", "bg", "mk", "be", "kk", "ky", "mn", "tt", "tg", "chv", "bak"), ("Cyrillic", _CYRILLIC)),
+    **dict.fromkeys(
+        ("ru", "uk", "bg", "mk", "be", "kk", "ky", "mn", "tt", "tg", "chv", "bak"), ("Cyrillic", _CYRILLIC)
+    ),
     "el": ("Greek", "\u0370-\u03ff\u1f00-\u1fff"),
     "he": ("Hebrew", "\u0590-\u05ff"),
     **dict.fromkeys(("ar", "fa", "ur", "ps", "ug"), ("Arabic script", _ARABIC)),

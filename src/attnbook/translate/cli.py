@@ -36,13 +36,22 @@ def build_parser() -> argparse.ArgumentParser:
     _train_parser(commands)
     e = commands.add_parser("evaluate", help="sacreBLEU and chrF on the held-out test pairs")
     e.add_argument("dir", metavar="DIR", help="a run folder written by train")
-    e.add_argument("--pairs", metavar="FILE", help="the pairs file (default: the one the model was trained on); its test split is scored")
+    e.add_argument(
+        "--pairs",
+        metavar="FILE",
+        help="the pairs file (default: the one the model was trained on); its test split is scored",
+    )
     e.add_argument("--limit", type=int, metavar="N", help="score only the first N test pairs")
     e.add_argument("--show", type=int, default=0, metavar="N", help="also print N translations beside their references")
     add_options(e, Decoding)
     r = commands.add_parser("translate", help="translate sentences given as arguments, or standard input line by line")
     r.add_argument("dir", metavar="DIR", help="a run folder written by train")
-    r.add_argument("text", nargs="*", metavar="TEXT", help="sentences to translate (none: read standard input, one sentence a line)")
+    r.add_argument(
+        "text",
+        nargs="*",
+        metavar="TEXT",
+        help="sentences to translate (none: read standard input, one sentence a line)",
+    )
     add_options(r, Decoding)
     return parser
 
@@ -55,20 +64,31 @@ def _train_parser(commands: argparse._SubParsersAction) -> None:
         "--src en --tgt de translates English into German; --src de --tgt en --reverse translates German into English.",
     )
     t.add_argument(
-        "--pairs", metavar="FILE",
+        "--pairs",
+        metavar="FILE",
         help="Tatoeba/Anki tab-separated file (sentence<TAB>translation[<TAB>attribution]), a zip of one, "
         "or fra-eng to download d2l's English–French file",
-    )  # fmt: skip
+    )
     t.add_argument("--src", metavar="LANG", help="the language to translate from (ISO code: en, fr, zh, ja, ...)")
     t.add_argument("--tgt", metavar="LANG", help="the language to translate into")
     t.add_argument("--reverse", action="store_true", help="the source sentences are in the file's second column")
-    t.add_argument("--out", metavar="DIR", required=True, help="the run folder: checkpoint, vocabularies, configuration, log")
+    t.add_argument(
+        "--out", metavar="DIR", required=True, help="the run folder: checkpoint, vocabularies, configuration, log"
+    )
     add_options(t.add_argument_group("budget (default: 10 minutes); whichever ends first"), Budget)
     groups = {"model": t.add_argument_group("model"), "training": t.add_argument_group("training")}
     add_options(t, RunSettings, groups)
-    t.add_argument("--resume", action="store_true", help="continue the interrupted run in --out exactly where it stopped")
-    t.add_argument("--device", default="auto", help="auto (a GPU if there is one), cpu, cuda (under torchrun: each process its own GPU)")
-    t.add_argument("--checkpoint-minutes", type=float, default=5.0, metavar="M", help="also save every M minutes (default 5)")
+    t.add_argument(
+        "--resume", action="store_true", help="continue the interrupted run in --out exactly where it stopped"
+    )
+    t.add_argument(
+        "--device",
+        default="auto",
+        help="auto (a GPU if there is one), cpu, cuda (under torchrun: each process its own GPU)",
+    )
+    t.add_argument(
+        "--checkpoint-minutes", type=float, default=5.0, metavar="M", help="also save every M minutes (default 5)"
+    )
     t.add_argument("--log-every", type=int, default=50, metavar="N", help="log the loss every N steps (default 50)")
 
 

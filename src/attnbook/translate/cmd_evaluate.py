@@ -56,7 +56,9 @@ def cmd_evaluate(args: argparse.Namespace, console: Console) -> int:
     if len(usable) < len(test):
         console.note(f"{len(test) - len(usable)} test sentences longer than {MAX_POSITIONS} tokens are left out")
     start = time.perf_counter()
-    outputs = translate_tokens(run.model, [p.src_tokens for p in usable], run.src_vocab, run.tgt_vocab, decoding, console)
+    outputs = translate_tokens(
+        run.model, [p.src_tokens for p in usable], run.src_vocab, run.tgt_vocab, decoding, console
+    )
     seconds = time.perf_counter() - start
     hypotheses = [to_text(t, config["tgt_lang"], run.truecase) for t in outputs]
     scores = sacrebleu_scores(hypotheses, [p.tgt for p in usable], config["tgt_lang"])

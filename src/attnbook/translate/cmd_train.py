@@ -19,12 +19,27 @@ from .cluster import Cluster
 from .console import CommandError, Console
 from .model import check_model_settings, model_config
 from .run_folder import (
-    CHECKPOINT_FILE, CONFIG_FILE, RUN_FORMAT, SRC_VOCAB_FILE, TGT_VOCAB_FILE, TRUECASE_FILE,
-    one_line, read_config, read_vocabularies, write_json,
-)  # fmt: skip
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    RUN_FORMAT,
+    SRC_VOCAB_FILE,
+    TGT_VOCAB_FILE,
+    TRUECASE_FILE,
+    one_line,
+    read_config,
+    read_vocabularies,
+    write_json,
+)
 from .run_pairs import (
-    SPLIT, held_out_fraction, languages, length_filter, parse_language, read_pairs, reread_run_pairs, split_run_pairs,
-)  # fmt: skip
+    SPLIT,
+    held_out_fraction,
+    languages,
+    length_filter,
+    parse_language,
+    read_pairs,
+    reread_run_pairs,
+    split_run_pairs,
+)
 from .session import PreparedRun, TrainingSession
 from .settings import Budget, RunSettings, from_args, given, option_name
 from .truecase import build_truecase
@@ -78,11 +93,19 @@ def new_run(args: argparse.Namespace, out: Path, cluster: Cluster, console: Cons
     src_vocab = Vocab.build((p.src_tok for p in train_pairs), min_freq=settings.min_freq, max_size=settings.max_vocab)
     tgt_vocab = Vocab.build((p.tgt_tok for p in train_pairs), min_freq=settings.min_freq, max_size=settings.max_vocab)
     config = {
-        "format": RUN_FORMAT, "src_lang": src, "tgt_lang": tgt, "reverse": reverse, "pairs": asdict(source),
-        "split": SPLIT, "held_out": held_out, "split_sizes": {k: len(v) for k, v in splits._asdict().items()},
-        "arch": settings.arch, "settings": asdict(settings),
-        "model": model_config(settings, len(src_vocab), len(tgt_vocab)), "budget": None,
-    }  # fmt: skip
+        "format": RUN_FORMAT,
+        "src_lang": src,
+        "tgt_lang": tgt,
+        "reverse": reverse,
+        "pairs": asdict(source),
+        "split": SPLIT,
+        "held_out": held_out,
+        "split_sizes": {k: len(v) for k, v in splits._asdict().items()},
+        "arch": settings.arch,
+        "settings": asdict(settings),
+        "model": model_config(settings, len(src_vocab), len(tgt_vocab)),
+        "budget": None,
+    }
     skipped = f", skipped {source.skipped:,} blank or malformed lines" if source.skipped else ""
     console.say(f"read {source.n_pairs:,} pairs ({src} → {tgt}) from {source.name}{skipped}")
     console.say(

@@ -15,7 +15,7 @@ import sys
 
 from ..data import tokenize
 from .cluster import pick_device
-from .console import PROGRAM, CommandError, Console
+from .console import CommandError, Console
 from .decoding import translate_tokens
 from .model import MAX_POSITIONS
 from .run_folder import Run, open_run
@@ -60,7 +60,9 @@ class Translator:
         outputs = ["" for _ in texts]
         if tokens:
             run = self.run
-            translated = translate_tokens(run.model, [t for _, t in tokens], run.src_vocab, run.tgt_vocab, self.decoding)
+            translated = translate_tokens(
+                run.model, [t for _, t in tokens], run.src_vocab, run.tgt_vocab, self.decoding
+            )
             for (i, _), out in zip(tokens, translated):
                 outputs[i] = to_text(out, self.tgt, run.truecase)
         return outputs

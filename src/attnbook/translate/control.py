@@ -37,7 +37,11 @@ class Tracker:
         self.cluster, self.budget = cluster, budget
         self.steps_per_epoch = steps_per_epoch
         self.epoch, self.in_epoch = position["epoch"], position["step_in_epoch"]
-        self.step_count, self.seconds_before, self.tokens_before = position["step"], position["seconds"], position["tokens"]
+        self.step_count, self.seconds_before, self.tokens_before = (
+            position["step"],
+            position["seconds"],
+            position["tokens"],
+        )
         self.start = self.last_save = time.monotonic()
         self.save_seconds = save_minutes * 60
         self.tokens = self.step_tokens = 0
@@ -64,7 +68,9 @@ class Tracker:
             self.reason = f"epoch budget ({budget.epochs} epochs)"
         due = 1.0 if self.cluster.is_first and time.monotonic() - self.last_save >= self.save_seconds else 0.0
         # one all-reduce a step: the flags (any process raising one counts) and the step's target tokens
-        stop, due, interrupted_any, tokens = self.cluster.all_sum([stop, due, float(interrupted), float(self.step_tokens)])
+        stop, due, interrupted_any, tokens = self.cluster.all_sum(
+            [stop, due, float(interrupted), float(self.step_tokens)]
+        )
         self.tokens += int(tokens)
         if due:
             self.last_save = time.monotonic()
@@ -72,9 +78,12 @@ class Tracker:
 
     def position(self) -> Position:
         return {
-            "epoch": self.epoch, "step_in_epoch": self.in_epoch, "step": self.step_count,
-            "seconds": self.elapsed(), "tokens": self.tokens_before + self.tokens,
-        }  # fmt: skip
+            "epoch": self.epoch,
+            "step_in_epoch": self.in_epoch,
+            "step": self.step_count,
+            "seconds": self.elapsed(),
+            "tokens": self.tokens_before + self.tokens,
+        }
 
     def end_epoch(self, complete: bool) -> Position:
         if complete:

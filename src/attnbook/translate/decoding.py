@@ -49,7 +49,9 @@ def translate_tokens(
         if console is not None:
             done = first + len(part)
             left = (time.monotonic() - start) / done * (len(order) - done)
-            console.progress(f"translated {done:,} of {len(order):,} sentences · ETA {format_duration(left)}", force=True)
+            console.progress(
+                f"translated {done:,} of {len(order):,} sentences · ETA {format_duration(left)}", force=True
+            )
     if console is not None:
         console.clear()
     return results

@@ -11,6 +11,7 @@ the command line (``num_heads (3)`` becomes ``--heads 3``).
 from __future__ import annotations
 
 import re
+
 from torch import nn
 
 from ..decode import EXTRA_OUTPUT_TOKENS
@@ -29,11 +30,15 @@ _MODELS = {"transformer": (Transformer, TransformerConfig), "rnn": (Seq2Seq, Seq
 #: For each architecture: the field of its configuration, and the setting that fills it.
 MODEL_FIELDS = {
     "transformer": {
-        "d_model": "d_model", "num_heads": "heads", "num_layers": "layers", "d_ff": "d_ff",
-        "dropout": "dropout", "norm_first": "norm_first",
+        "d_model": "d_model",
+        "num_heads": "heads",
+        "num_layers": "layers",
+        "d_ff": "d_ff",
+        "dropout": "dropout",
+        "norm_first": "norm_first",
     },
     "rnn": {"embed_size": "d_model", "hidden_size": "d_model", "num_layers": "layers", "dropout": "dropout"},
-}  # fmt: skip
+}
 # What each architecture's configuration takes besides the settings.
 _FIXED = {
     "transformer": {"share_embeddings": False, "max_len": MAX_POSITIONS, "pad_id": 0},

@@ -32,10 +32,23 @@ from .console import PROGRAM, CommandError, Console
 from .model import build_model
 
 __all__ = [
-    "RUN_FORMAT", "CONFIG_FILE", "CHECKPOINT_FILE", "BEST_FILE", "LOG_FILE", "TRUECASE_FILE",
-    "SRC_VOCAB_FILE", "TGT_VOCAB_FILE", "Run", "read_config", "read_vocabularies", "open_run",
-    "write_json", "best_valid_loss", "one_line", "TrainingLog",
-]  # fmt: skip
+    "RUN_FORMAT",
+    "CONFIG_FILE",
+    "CHECKPOINT_FILE",
+    "BEST_FILE",
+    "LOG_FILE",
+    "TRUECASE_FILE",
+    "SRC_VOCAB_FILE",
+    "TGT_VOCAB_FILE",
+    "Run",
+    "read_config",
+    "read_vocabularies",
+    "open_run",
+    "write_json",
+    "best_valid_loss",
+    "one_line",
+    "TrainingLog",
+]
 
 RUN_FORMAT = "attnbook-translator-v1"
 CONFIG_FILE, CHECKPOINT_FILE, BEST_FILE = "config.json", "checkpoint.pt", "best.pt"
@@ -137,7 +150,7 @@ def open_run(folder: str | Path, console: Console, device: torch.device | None =
 
 
 def best_valid_loss(folder: Path) -> float:
-    """The validation loss stored with the best weights so far (infinity when there are none, or they cannot be read)."""
+    """The validation loss stored with the best weights so far (infinity when there are none, or unreadable ones)."""
     try:
         return float(read_checkpoint(folder / BEST_FILE)["extra"]["valid_loss"])
     except Exception:  # no best.pt yet, or a damaged one: the next epoch writes a new one

@@ -32,9 +32,15 @@ from ..data import (
 from .console import PROGRAM, CommandError, Console
 
 __all__ = [
-    "SPLIT", "PairsSource", "languages", "read_pairs", "held_out_fraction", "split_run_pairs",
-    "length_filter", "reread_run_pairs",
-]  # fmt: skip
+    "SPLIT",
+    "PairsSource",
+    "languages",
+    "read_pairs",
+    "held_out_fraction",
+    "split_run_pairs",
+    "length_filter",
+    "reread_run_pairs",
+]
 
 #: What the split holds out (see :func:`held_out_fraction`).
 HELD_OUT_PAIRS, HELD_OUT_MIN, HELD_OUT_MAX = 2000, 0.02, 0.1
@@ -71,7 +77,9 @@ def languages(args: argparse.Namespace) -> tuple[str, str, bool]:
     """
     if args.pairs != "fra-eng":
         if not args.src or not args.tgt:
-            raise CommandError("say which languages the pairs are in: --src LANG --tgt LANG (such as --src en --tgt zh)")
+            raise CommandError(
+                "say which languages the pairs are in: --src LANG --tgt LANG (such as --src en --tgt zh)"
+            )
         return parse_language(args.src, "--src"), parse_language(args.tgt, "--tgt"), bool(args.reverse)
     src = parse_language(args.src, "--src") if args.src else None
     tgt = parse_language(args.tgt, "--tgt") if args.tgt else None
@@ -125,7 +133,11 @@ def read_pairs(spec: str, src: str, tgt: str, reverse: bool, check: bool = True)
     if check:
         sample = pairs.pairs[:: max(1, len(pairs) // 2000)]
         sources, targets = [p.src for p in sample], [p.tgt for p in sample]
-        fix = "drop --reverse (or swap --src and --tgt)" if reverse else "add --reverse to translate from the second column into the first"
+        fix = (
+            "drop --reverse (or swap --src and --tgt)"
+            if reverse
+            else "add --reverse to translate from the second column into the first"
+        )
         try:
             check_columns(*((targets, sources) if reverse else (sources, targets)), first, second)
         except ValueError as err:
@@ -162,5 +174,7 @@ def reread_run_pairs(config: dict, console: Console, spec: str | None = None) ->
     if source.sha1 != config["pairs"]["sha1"]:
         console.note(f"{spec} is not the file this model was trained on: its test pairs may include training sentences")
     elif config.get("split") != SPLIT:
-        console.note(f"the run was split by an earlier version of {PROGRAM}: its test pairs may include training sentences")
+        console.note(
+            f"the run was split by an earlier version of {PROGRAM}: its test pairs may include training sentences"
+        )
     return split_run_pairs(pairs, config["held_out"]), source

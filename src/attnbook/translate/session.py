@@ -54,9 +54,15 @@ class TrainingSession:
     """Train a prepared run within its budget, saving into ``out``; :meth:`run` returns the exit status."""
 
     def __init__(
-        self, run: PreparedRun, budget: Budget, cluster: Cluster, console: Console, out: Path,
-        checkpoint_minutes: float = 5.0, log_every: int = 50,
-    ) -> None:  # fmt: skip
+        self,
+        run: PreparedRun,
+        budget: Budget,
+        cluster: Cluster,
+        console: Console,
+        out: Path,
+        checkpoint_minutes: float = 5.0,
+        log_every: int = 50,
+    ) -> None:
         self.prepared, self.budget, self.cluster, self.console, self.out = run, budget, cluster, console, out
         self.settings = s = run.settings
         self._build_model()
@@ -64,7 +70,9 @@ class TrainingSession:
         self.sampler = BucketBatchSampler(self.dataset.lengths(), max_tokens=s.batch_tokens, seed=s.seed)
         self.steps_per_epoch = len(self.sampler.batches(0)) // cluster.world
         if self.steps_per_epoch < 1:
-            raise CommandError(f"too few training pairs for {cluster.world} processes: lower --batch-tokens or use fewer processes")
+            raise CommandError(
+                f"too few training pairs for {cluster.world} processes: lower --batch-tokens or use fewer processes"
+            )
         self.valid_batches = self._valid_batches()
         self.position = self._start_position()
         self.log = TrainingLog(out / LOG_FILE if cluster.is_first else None)
@@ -78,7 +86,9 @@ class TrainingSession:
         torch.manual_seed(s.seed)
         model = build_model(s.arch, self.prepared.config["model"])
         self.model = model.to(dtype=getattr(torch, s.dtype), device=cluster.device)
-        self.optimizer, self.scheduler = paper_optimizer(self.model, d_model=s.d_model, warmup=s.warmup, factor=s.lr_factor)
+        self.optimizer, self.scheduler = paper_optimizer(
+            self.model, d_model=s.d_model, warmup=s.warmup, factor=s.lr_factor
+        )
         if state is None:
             torch.manual_seed(s.seed + 1 + cluster.rank)  # dropout: each process its own stream
         else:
@@ -118,11 +128,17 @@ class TrainingSession:
     def _start_position(self) -> Position:
         """Where training starts (the saved position when resuming), after checking that budget is left."""
         state, budget = self.prepared.state, self.budget
-        position = dict(state["position"]) if state else {"epoch": 0, "step_in_epoch": 0, "step": 0, "seconds": 0.0, "tokens": 0}
+        position = (
+            dict(state["position"])
+            if state
+            else {"epoch": 0, "step_in_epoch": 0, "step": 0, "seconds": 0.0, "tokens": 0}
+        )
         if position["step_in_epoch"] >= self.steps_per_epoch:
             position.update(epoch=position["epoch"] + 1, step_in_epoch=0)
         spent = f"the run in {str(self.out)!r} has already used its budget ({budget})"
-        if (budget.epochs and position["epoch"] >= budget.epochs) or (budget.steps and position["step"] >= budget.steps):
+        if (budget.epochs and position["epoch"] >= budget.epochs) or (
+            budget.steps and position["step"] >= budget.steps
+        ):
             raise CommandError(f"{spent}; give a larger --epochs or --steps to continue")
         if budget.minutes and position["seconds"] >= budget.minutes * 60:
             raise CommandError(f"{spent}; give a larger --minutes to continue")
@@ -142,25 +158,48 @@ class TrainingSession:
         """Train until the budget is spent or Ctrl-C; 0, or 130 when interrupted."""
         s, resumed, position, cluster = self.settings, self.prepared.state is not None, self.position, self.cluster
         n_params = sum(p.numel() for p in self.model.parameters())
-        where = f"epoch {position['epoch'] + 1}, step {position['step']:,}; budget {self.budget}" if resumed else str(self.budget)
+        where = (
+            f"epoch {position['epoch'] + 1}, step {position['step']:,}; budget {self.budget}"
+            if resumed
+            else str(self.budget)
+        )
         self.console.say(
             f"model: {s.arch}, {n_params:,} parameters, d_model {s.d_model}, {s.layers} layers, {s.heads} heads; "
             f"{'resuming at' if resumed else 'training for'} {where} on {cluster.world} × {cluster.device.type}"
         )
         started = {} if resumed else {"config": self.prepared.config}
-        self.log.write(event="resume" if resumed else "start", **started, world=cluster.world, device=cluster.device.type, position=position)
+        self.log.write(
+            event="resume" if resumed else "start",
+            **started,
+            world=cluster.world,
+            device=cluster.device.type,
+            position=position,
+        )
         epochs_left = min(self.budget.epochs - position["epoch"], 10**6) if self.budget.epochs else 10**6
         try:
             with self.signals:
                 history = train(
-                    self.trained, self.batches_for, self.valid_batches, epochs=epochs_left, clip=s.clip or None,
-                    pad_id=0, label_smoothing=s.label_smoothing, optimizer=self.optimizer, scheduler=self.scheduler,
-                    seed=None, plot=False, verbose=False, on_step=self.on_step, on_epoch=self.on_epoch,
-                )  # fmt: skip
+                    self.trained,
+                    self.batches_for,
+                    self.valid_batches,
+                    epochs=epochs_left,
+                    clip=s.clip or None,
+                    pad_id=0,
+                    label_smoothing=s.label_smoothing,
+                    optimizer=self.optimizer,
+                    scheduler=self.scheduler,
+                    seed=None,
+                    plot=False,
+                    verbose=False,
+                    on_step=self.on_step,
+                    on_epoch=self.on_epoch,
+                )
         except Interrupted:
             self.log.write(event="interrupted", position=self.tracker.position())
             step = self.tracker.position()["step"]
-            self.console.say(f"interrupted: the state after step {step:,} is saved in {self.out}; continue with --resume")
+            self.console.say(
+                f"interrupted: the state after step {step:,} is saved in {self.out}; continue with --resume"
+            )
             return 130
         reason = self.tracker.reason or history.stopped_by
         self.log.write(event="end", stopped_by=reason, position=self.tracker.position())
@@ -179,7 +218,9 @@ class TrainingSession:
             self.save(tracker.position(), "periodic")
         if tracker.step_count % self.log_every == 0:
             lr = self.scheduler.get_last_lr()[0]
-            self.log.write(event="step", **tracker.position(), loss=info.loss, lr=lr, tokens_per_second=tracker.tokens_per_second())
+            self.log.write(
+                event="step", **tracker.position(), loss=info.loss, lr=lr, tokens_per_second=tracker.tokens_per_second()
+            )
         tracker.show(info.loss, self.console)
         tracker.stopping = tracker.stopping or want_stop
         return want_stop
@@ -192,16 +233,27 @@ class TrainingSession:
         self.save(position, "epoch" if complete else "budget")
         epoch, valid_loss = self.position["epoch"] + epoch_log.epoch, epoch_log.valid_loss
         line = {
-            "epoch": epoch, "complete": complete, "train_loss": loss_sum / max(tokens, 1), "valid_loss": valid_loss,
+            "epoch": epoch,
+            "complete": complete,
+            "train_loss": loss_sum / max(tokens, 1),
+            "valid_loss": valid_loss,
             "valid_perplexity": math.exp(min(valid_loss, 50)) if valid_loss is not None else None,
-            "tokens_per_second": self.tracker.tokens_per_second(), "seconds": position["seconds"], "step": position["step"],
-        }  # fmt: skip
+            "tokens_per_second": self.tracker.tokens_per_second(),
+            "seconds": position["seconds"],
+            "step": position["step"],
+        }
         self.log.write(event="epoch", **line)
         if self.cluster.is_first and valid_loss is not None and valid_loss < self.best_loss:
             self.best_loss = valid_loss
-            save_checkpoint(self.out / BEST_FILE, self.model, arch=self.settings.arch, epoch=epoch, valid_loss=valid_loss)
+            save_checkpoint(
+                self.out / BEST_FILE, self.model, arch=self.settings.arch, epoch=epoch, valid_loss=valid_loss
+            )
             self.log.write(event="best", epoch=epoch, valid_loss=valid_loss)
-        valid = f", valid loss {valid_loss:.3f} (perplexity {line['valid_perplexity']:.1f})" if valid_loss is not None else ""
+        valid = (
+            f", valid loss {valid_loss:.3f} (perplexity {line['valid_perplexity']:.1f})"
+            if valid_loss is not None
+            else ""
+        )
         self.console.say(
             f"epoch {epoch}{'' if complete else ' (cut short)'}: train loss {line['train_loss']:.3f}{valid}, "
             f"{line['tokens_per_second']:,.0f} target tokens/s, {format_duration(line['seconds'])} so far"
@@ -216,8 +268,12 @@ class TrainingSession:
         if not cluster.is_first:
             return
         train_state = {
-            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-            "rng": rng, "cuda_rng": cuda_rng, "world": cluster.world, "position": position,
-        }  # fmt: skip
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": rng,
+            "cuda_rng": cuda_rng,
+            "world": cluster.world,
+            "position": position,
+        }
         save_checkpoint(self.out / CHECKPOINT_FILE, self.model, train_state=train_state, arch=self.settings.arch)
         self.log.write(event="checkpoint", reason=reason, position=position)

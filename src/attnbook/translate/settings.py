@@ -27,7 +27,18 @@ from typing import Any
 
 from .console import CommandError
 
-__all__ = ["Option", "setting", "RunSettings", "Budget", "Decoding", "add_options", "from_args", "given", "flag", "option_name"]
+__all__ = [
+    "Option",
+    "setting",
+    "RunSettings",
+    "Budget",
+    "Decoding",
+    "add_options",
+    "from_args",
+    "given",
+    "flag",
+    "option_name",
+]
 
 #: Dropout is off by default. In 2.5 minutes on one thread, BLEU on held-out generated pairs was 56.1
 #: without it and 41.0 with 0.1 (30,000 pairs, about one pass), 54.4 and 50.3 on 3,000 pairs (12 passes).
@@ -88,20 +99,29 @@ class RunSettings:
     """
 
     arch: str = setting(
-        "transformer", "transformer (default) or chapter 3's GRU with attention",
-        group="model", choices=("transformer", "rnn"), show_default=False,
-    )  # fmt: skip
+        "transformer",
+        "transformer (default) or chapter 3's GRU with attention",
+        group="model",
+        choices=("transformer", "rnn"),
+        show_default=False,
+    )
     d_model: int = setting(256, "model width", group="model", metavar="D")
     heads: int = setting(4, "attention heads", group="model", metavar="H")
     layers: int = setting(2, "encoder and decoder layers", group="model", metavar="L")
     d_ff: int = setting(1024, "feed-forward width", group="model", metavar="F")
     dropout: float = setting(0.0, f"dropout ({DROPOUT_NOTE})", group="model", metavar="P", show_default=False)
     norm_first: bool = setting(
-        True, "pre-LN: normalize before each sublayer (default; trains stably with short warm-ups)",
-        group="model", off=("--post-norm", "post-LN, as in the paper"),
-    )  # fmt: skip
-    batch_tokens: int = setting(1500, "padded tokens per batch and process", group="training", metavar="N", rule=at_least(1))
-    warmup: int = setting(200, "warm-up steps of the learning-rate schedule", group="training", metavar="W", rule=at_least(1))
+        True,
+        "pre-LN: normalize before each sublayer (default; trains stably with short warm-ups)",
+        group="model",
+        off=("--post-norm", "post-LN, as in the paper"),
+    )
+    batch_tokens: int = setting(
+        1500, "padded tokens per batch and process", group="training", metavar="N", rule=at_least(1)
+    )
+    warmup: int = setting(
+        200, "warm-up steps of the learning-rate schedule", group="training", metavar="W", rule=at_least(1)
+    )
     lr_factor: float = setting(
         0.7, "multiplies the schedule's learning rate (the paper: 1)", group="training", metavar="X", rule=above(0)
     )
@@ -112,24 +132,36 @@ class RunSettings:
     max_length: int = setting(
         50, "leave out training pairs longer than N tokens", group="training", metavar="N", rule=at_least(1)
     )
-    min_freq: int = setting(2, "vocabulary: tokens seen at least N times", group="training", metavar="N", rule=at_least(1))
+    min_freq: int = setting(
+        2, "vocabulary: tokens seen at least N times", group="training", metavar="N", rule=at_least(1)
+    )
     max_vocab: int = setting(
-        8000, "vocabulary: at most N tokens per language", group="training", metavar="N",
+        8000,
+        "vocabulary: at most N tokens per language",
+        group="training",
+        metavar="N",
         rule=at_least(5, " (4 reserved tokens and a word)"),
-    )  # fmt: skip
+    )
     seed: int = setting(0, "random seed", group="training")
     dtype: str = setting(
-        "float32", "float64 gives the same numbers on every CPU, at twice the time",
-        group="training", choices=("float32", "float64"), show_default=False,
-    )  # fmt: skip
+        "float32",
+        "float64 gives the same numbers on every CPU, at twice the time",
+        group="training",
+        choices=("float32", "float64"),
+        show_default=False,
+    )
 
 
 @dataclass(frozen=True)
 class Budget:
     """How long ``train`` runs: whichever of the three ends first (10 minutes when none is given)."""
 
-    minutes: float | None = setting(None, "train for M minutes of wall-clock time", kind=float, metavar="M", rule=above(0))
-    epochs: int | None = setting(None, "train for E passes over the training pairs", kind=int, metavar="E", rule=at_least(1))
+    minutes: float | None = setting(
+        None, "train for M minutes of wall-clock time", kind=float, metavar="M", rule=above(0)
+    )
+    epochs: int | None = setting(
+        None, "train for E passes over the training pairs", kind=int, metavar="E", rule=at_least(1)
+    )
     steps: int | None = setting(None, "train for N optimizer steps", kind=int, metavar="N", rule=at_least(1))
 
     def __str__(self) -> str:
@@ -147,8 +179,15 @@ class Budget:
 class Decoding:
     """How ``evaluate`` and ``translate`` turn a source sentence into its translation."""
 
-    beam: int = setting(4, "beam size, 1 for greedy decoding (4 is the paper's)", metavar="K", rule=at_least(1, " (1 is greedy decoding)"))
-    alpha: float = setting(0.6, "length penalty ((5 + |Y|) / 6)^A", metavar="A", rule=not_negative(" (0: no length penalty)"))
+    beam: int = setting(
+        4,
+        "beam size, 1 for greedy decoding (4 is the paper's)",
+        metavar="K",
+        rule=at_least(1, " (1 is greedy decoding)"),
+    )
+    alpha: float = setting(
+        0.6, "length penalty ((5 + |Y|) / 6)^A", metavar="A", rule=not_negative(" (0: no length penalty)")
+    )
     batch_size: int = setting(64, "sentences decoded together", metavar="N", rule=at_least(1))
     device: str = setting("auto", "auto (a GPU if there is one), cpu, cuda or cuda:N")
 
@@ -169,9 +208,13 @@ def add_options(parser: argparse.ArgumentParser, cls: type, groups: dict[str, An
             pair.add_argument(option.off[0], dest=f.name, action="store_const", const=False, help=option.off[1])
             continue
         where.add_argument(
-            flag(f.name), dest=f.name, type=option.kind or type(f.default), metavar=option.metavar,
-            choices=option.choices, help=option.help + shown,
-        )  # fmt: skip
+            flag(f.name),
+            dest=f.name,
+            type=option.kind or type(f.default),
+            metavar=option.metavar,
+            choices=option.choices,
+            help=option.help + shown,
+        )
 
 
 def from_args(cls: type, args: argparse.Namespace, stored: dict | None = None) -> Any:
@@ -209,4 +252,3 @@ def option_name(cls: type, name: str) -> str:
     """How the command line spells a field: ``--norm-first/--post-norm`` for a pair of flags."""
     option: Option = next(f.metadata["option"] for f in fields(cls) if f.name == name)
     return flag(name) + (f"/{option.off[0]}" if option.off else "")
-
