@@ -372,6 +372,36 @@ def test_bad_decoding_options_and_sentences(en_fr_run, capsys, monkeypatch):
     assert out == ""  # nothing is translated when one line cannot be
 
 
+def test_model_rules_come_from_the_model_in_the_words_of_the_command_line(tmp_path, capsys):
+    good = write_anki(tmp_path / "fra.txt", en_fr_rows(40))
+    common = ["train", "--pairs", good, "--src", "en", "--tgt", "fr", "--out", tmp_path / "never", "--epochs", "1", *TINY]
+    assert_clean_error(*run([*common, "--dropout", "1.5"], capsys)[::2], "--dropout must be a probability in [0, 1), got 1.5")
+    assert_clean_error(*run([*common, "--d-model", "15", "--heads", "1"], capsys)[::2], "--d-model must be even")
+    assert_clean_error(*run([*common, "--arch", "rnn", "--layers", "0"], capsys)[::2], "--layers must be >= 1, got 0")
+    assert_clean_error(*run([*common, "--max-vocab", "4"], capsys)[::2], "--max-vocab must be at least 5")
+    assert not (tmp_path / "never").exists()
+
+
+def test_bad_devices_are_one_line(en_fr_run, capsys):
+    assert_clean_error(*run(["translate", en_fr_run, "--device", "tpu", "Hi."], capsys)[::2], "--device 'tpu': use auto, cpu")
+    if not torch.cuda.is_available():
+        assert_clean_error(*run(["evaluate", en_fr_run, "--device", "cuda"], capsys)[::2], "--device cuda", "--device cpu")
+
+
+def test_a_run_split_by_an_earlier_version_is_scored_with_a_note_and_not_resumed(en_fr_run, tmp_path, capsys):
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(en_fr_run, old)
+    config = json.loads((old / "config.json").read_text())
+    del config["split"]
+    (old / "config.json").write_text(json.dumps(config))
+    status, out, err = run(["evaluate", old, "--beam", "1", "--limit", "2"], capsys)
+    assert status == 0 and "split by an earlier version" in err, err
+    status, out, err = run(["train", "--out", old, "--resume", "--epochs", "3"], capsys)
+    assert_clean_error(status, err, "split by an earlier version", "cannot be resumed exactly")
+
+
 def test_a_run_is_never_overwritten_and_resumes_only_with_its_own_settings(en_fr_run, tmp_path, capsys):
     pairs = en_fr_run.parent / "fra.txt"
     status, out, err = run(["train", "--pairs", pairs, "--src", "en", "--tgt", "fr", "--out", en_fr_run, "--epochs", "3", *TINY], capsys)

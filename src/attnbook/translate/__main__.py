@@ -4,4 +4,5 @@ import sys
 
 from .cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing the module (as pkgutil.walk_packages does) runs nothing
+    sys.exit(main())

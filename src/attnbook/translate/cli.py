@@ -34,26 +34,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _train_parser(commands)
-    e = commands.add_parser("evaluate", help="sacreBLEU and chrF on the held-out test pairs")
-    e.add_argument("dir", metavar="DIR", help="a run folder written by train")
-    e.add_argument(
-        "--pairs",
-        metavar="FILE",
-        help="the pairs file (default: the one the model was trained on); its test split is scored",
-    )
+    e = _run_folder_command(commands, "evaluate", "sacreBLEU and chrF on the held-out test pairs")
+    e.add_argument("--pairs", metavar="FILE", help="the pairs file (default: the run's); its test split is scored")
     e.add_argument("--limit", type=int, metavar="N", help="score only the first N test pairs")
     e.add_argument("--show", type=int, default=0, metavar="N", help="also print N translations beside their references")
-    add_options(e, Decoding)
-    r = commands.add_parser("translate", help="translate sentences given as arguments, or standard input line by line")
-    r.add_argument("dir", metavar="DIR", help="a run folder written by train")
-    r.add_argument(
-        "text",
-        nargs="*",
-        metavar="TEXT",
-        help="sentences to translate (none: read standard input, one sentence a line)",
-    )
-    add_options(r, Decoding)
+    r = _run_folder_command(commands, "translate", "translate sentences given as arguments, or standard input")
+    r.add_argument("text", nargs="*", metavar="TEXT", help="sentences (none: standard input, one sentence a line)")
     return parser
+
+
+def _run_folder_command(commands: argparse._SubParsersAction, name: str, help: str) -> argparse.ArgumentParser:
+    """A command that uses a trained run: its folder, and how to decode."""
+    command = commands.add_parser(name, help=help)
+    command.add_argument("dir", metavar="DIR", help="a run folder written by train")
+    add_options(command.add_argument_group("decoding"), Decoding)
+    return command
 
 
 def _train_parser(commands: argparse._SubParsersAction) -> None:
