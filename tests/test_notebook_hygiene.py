@@ -229,7 +229,7 @@ def _check_attempt_and_solution_cells(nb):
             )
         shown = "\n".join(_text_of(o) for o in attempt.outputs)
         assert all(o.output_type != "error" for o in attempt.outputs) and "Traceback" not in shown, f"{where}: the attempt cell stored an error"
-        assert shown.count(f"○ ") == len(calls) and shown.count(NOT_ATTEMPTED) == len(calls), (
+        assert shown.count("○ ") == len(calls) and shown.count(NOT_ATTEMPTED) == len(calls), (
             f"{where}: the attempt cell's stored output is the checker's '{NOT_ATTEMPTED}' message, got {shown[:200]!r}"
         )
 
