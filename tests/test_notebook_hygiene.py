@@ -7,7 +7,8 @@ import re
 import pytest
 
 from attnbook.book import SETUP_TAG, badge_markdown, setup_cell_source
-from notebook_index import NOTEBOOKS, ROOT, TRAINING_NOTEBOOKS as TRAINING, read_notebook, training_cells
+from notebook_index import NOTEBOOKS, ROOT, read_notebook, training_cells
+from notebook_index import TRAINING_NOTEBOOKS as TRAINING
 
 IDS = [p.name for p in NOTEBOOKS]
 LOCAL_PATH = re.compile(r"(/home/|/Users/|/root/|/tmp/|/work/|[A-Z]:\\\\Users|site-packages|\.venv)")
