@@ -99,7 +99,7 @@ def test_never_crashes_on_random_bytes(tmp_path):
         pairs = read_anki_pairs(path)
         assert pairs[0].src == "Good." and pairs.n_lines >= 1
         for p in pairs:  # every pair read can be tokenized
-            p.src_tokens, p.tgt_tokens
+            assert isinstance(p.src_tokens, list) and isinstance(p.tgt_tokens, list)
 
 
 def test_missing_file_empty_corpus_and_unknown_language(tmp_path):

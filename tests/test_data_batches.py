@@ -66,7 +66,9 @@ def _order(loader):
 
 
 def test_batches_are_deterministic_per_seed_and_epoch(corpus):
-    make = lambda seed: make_batches(corpus.train, corpus.src_vocab, corpus.tgt_vocab, batch_size=16, seed=seed)
+    def make(seed):
+        return make_batches(corpus.train, corpus.src_vocab, corpus.tgt_vocab, batch_size=16, seed=seed)
+
     a, b = make(0), make(0)
     epoch0 = _order(a)
     assert epoch0 == _order(b)  # same seed, same batches
@@ -98,6 +100,26 @@ def test_drop_last_and_sampler_lengths():
     assert len(BucketBatchSampler([(3, 3)] * 10, batch_size=4)) == 3
     with pytest.raises(ValueError, match="batch_size must be a positive integer"):
         BucketBatchSampler([(3, 3)], batch_size=0)
+
+
+def test_a_token_budget_instead_of_a_batch_size(corpus):
+    lengths = PairDataset(corpus.train, corpus.src_vocab, corpus.tgt_vocab).lengths()
+    sampler = BucketBatchSampler(lengths, max_tokens=300, seed=3)
+    batches = sampler.batches(0)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert all(len(b) * max(max(lengths[i][0], lengths[i][1] + 1) for i in b) <= 300 or len(b) == 1 for b in batches)
+    assert len({len(b) for b in batches}) > 1  # short sentences make larger batches
+    assert len(sampler) == len(batches) and list(sampler) == batches and sampler.batches(1) != batches
+    in_order = BucketBatchSampler(lengths, max_tokens=300, shuffle=False).batches(0)
+    assert [lengths[i] for b in in_order for i in b] == sorted(lengths)
+    for kwargs, message in [
+        ({}, "give either batch_size"),
+        ({"batch_size": 8, "max_tokens": 300}, "give either batch_size"),
+        ({"max_tokens": 0}, "max_tokens must be a positive integer"),
+        ({"max_tokens": 300, "drop_last": True}, "drop_last goes with batch_size"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            BucketBatchSampler(lengths, **kwargs)
 
 
 def test_dataset_accepts_token_tuples_and_rejects_an_empty_corpus():

@@ -10,7 +10,16 @@ import sys
 
 import pytest
 
-from attnbook.data import Corpus, Pair, alignment_matrix, detokenize, generate_pairs, load_corpus, split_pairs, tokenize
+from attnbook.data import (
+    Corpus,
+    Pair,
+    alignment_matrix,
+    detokenize,
+    generate_pairs,
+    load_corpus,
+    split_by_index,
+    tokenize,
+)
 from attnbook.data import corpus as C
 from attnbook.data import lexicon as lx
 from attnbook.data.lexicon import starts_with_vowel_sound
@@ -401,13 +410,13 @@ def test_splits_are_disjoint_and_vocabularies_come_from_training():
         corpus.split("dev")
 
 
-def test_split_pairs_keeps_proportions_on_every_prefix():
+def test_split_by_index_keeps_proportions_on_every_prefix():
     items = list(range(1000))
     for n in (10, 97, 1000):
-        train, valid, test = split_pairs(items[:n], (0.8, 0.1, 0.1))
+        train, valid, test = split_by_index(items[:n], (0.8, 0.1, 0.1))
         assert abs(len(train) - 0.8 * n) <= 2 and abs(len(valid) - 0.1 * n) <= 2
     with pytest.raises(ValueError, match="summing to 1"):
-        split_pairs(items, (0.5, 0.1, 0.1))
+        split_by_index(items, (0.5, 0.1, 0.1))
 
 
 def test_lexicon_is_large_and_consistent():

@@ -7,10 +7,9 @@ import inspect
 import pkgutil
 
 import pytest
-
-import attnbook.diagrams as diagrams
 from matplotlib.figure import Figure
 
+import attnbook.diagrams as diagrams
 from attnbook.diagrams import Box, Diagram
 
 

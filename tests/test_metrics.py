@@ -8,7 +8,16 @@ import random
 import pytest
 import sacrebleu
 
-from attnbook.metrics import BleuStats, bleu_stats, brevity_penalty, clipped_matches, corpus_bleu, d2l_bleu, ngrams, sacrebleu_bleu
+from attnbook.metrics import (
+    BleuStats,
+    bleu_stats,
+    brevity_penalty,
+    clipped_matches,
+    corpus_bleu,
+    d2l_bleu,
+    ngrams,
+    sacrebleu_bleu,
+)
 
 
 def reference_bleu(hyps, refs_per_hyp, smooth):
@@ -25,7 +34,7 @@ def random_sentence(rng, vocab, max_len):
 @pytest.mark.parametrize("smooth", ["exp", "none"])
 def test_equals_sacrebleu_on_random_corpora(smooth):
     rng = random.Random(1234)
-    for trial in range(400):
+    for _ in range(400):
         vocab = [f"w{i}" for i in range(rng.randint(2, 12))]
         n = rng.randint(1, 8)
         max_len = rng.choice([3, 6, 15, 30])
@@ -41,7 +50,7 @@ def test_equals_sacrebleu_on_random_corpora(smooth):
 @pytest.mark.parametrize("smooth", ["exp", "none"])
 def test_equals_sacrebleu_with_several_references(smooth):
     rng = random.Random(99)
-    for trial in range(200):
+    for _ in range(200):
         vocab = list("abcdefg")
         n = rng.randint(1, 6)
         hyps = [random_sentence(rng, vocab, 12) for _ in range(n)]

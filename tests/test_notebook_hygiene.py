@@ -7,7 +7,8 @@ import re
 import pytest
 
 from attnbook.book import SETUP_TAG, badge_markdown, setup_cell_source
-from notebook_index import NOTEBOOKS, ROOT, TRAINING_NOTEBOOKS as TRAINING, read_notebook, training_cells
+from notebook_index import NOTEBOOKS, ROOT, read_notebook, training_cells
+from notebook_index import TRAINING_NOTEBOOKS as TRAINING
 
 IDS = [p.name for p in NOTEBOOKS]
 LOCAL_PATH = re.compile(r"(/home/|/Users/|/root/|/tmp/|/work/|[A-Z]:\\\\Users|site-packages|\.venv)")
@@ -229,7 +230,7 @@ def _check_attempt_and_solution_cells(nb):
             )
         shown = "\n".join(_text_of(o) for o in attempt.outputs)
         assert all(o.output_type != "error" for o in attempt.outputs) and "Traceback" not in shown, f"{where}: the attempt cell stored an error"
-        assert shown.count(f"○ ") == len(calls) and shown.count(NOT_ATTEMPTED) == len(calls), (
+        assert shown.count("○ ") == len(calls) and shown.count(NOT_ATTEMPTED) == len(calls), (
             f"{where}: the attempt cell's stored output is the checker's '{NOT_ATTEMPTED}' message, got {shown[:200]!r}"
         )
 

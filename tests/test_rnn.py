@@ -7,7 +7,15 @@ import warnings
 import pytest
 import torch
 
-from attnbook.rnn import DecoderState, GRUEncoder, PlainDecoder, Seq2Seq, Seq2SeqConfig, check_token_ids, lengths_from_mask
+from attnbook.rnn import (
+    DecoderState,
+    GRUEncoder,
+    PlainDecoder,
+    Seq2Seq,
+    Seq2SeqConfig,
+    check_token_ids,
+    lengths_from_mask,
+)
 from toy_seq2seq import make_batch, one_thread  # noqa: F401 (fixture)
 
 SOURCES = [[4, 5, 6, 7, 8], [9, 4], [5, 6, 7]]

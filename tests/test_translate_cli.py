@@ -25,9 +25,12 @@ from pathlib import Path
 import pytest
 import torch
 
+import attnbook.data.anki
 import attnbook.translate as cli
-from attnbook.data import generate_pairs
-from attnbook.train import read_checkpoint
+from attnbook.data import BucketBatchSampler, Pair, generate_pairs, split_by_checksum
+from attnbook.metrics import bleu_tokenizer
+from attnbook.train import read_checkpoint, save_checkpoint
+from attnbook.translate.run_pairs import held_out_fraction, split_run_pairs
 from notebook_index import ROOT
 
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-tokens", "160", "--warmup", "20", "--min-freq", "1"]
@@ -196,7 +199,7 @@ def test_japanese_into_english_with_reverse_from_the_zip_as_published(tmp_path, 
     assert status == 0 and len(out.splitlines()) == 1, err
     status, out, err = run(["evaluate", tmp_path / "run", "--beam", "1", "--limit", "5"], capsys)
     assert status == 0 and "test split of jpn-eng.zip" in out and "tok:13a" in out, err  # English output
-    assert cli.bleu_tokenizer("ja") == "char" and cli.bleu_tokenizer("zh") == "zh" and cli.bleu_tokenizer("de") == "13a"
+    assert bleu_tokenizer("ja") == "char" and bleu_tokenizer("zh") == "zh" and bleu_tokenizer("de") == "13a"
 
 
 def test_columns_in_the_wrong_order_are_caught(tmp_path, capsys):
@@ -214,34 +217,44 @@ def test_columns_in_the_wrong_order_are_caught(tmp_path, capsys):
 
 def test_the_split_depends_on_the_sentence_not_the_order_of_the_lines():
     rows = en_fr_rows()
-    from attnbook.data import Pair
-
     pairs = [Pair(a, b) for a, b in rows]
     shuffled = pairs[::-1]
-    a, b = cli.split_pairs(pairs, 0.1), cli.split_pairs(shuffled, 0.1)
-    assert all({p.src for p in a[k]} == {p.src for p in b[k]} for k in a)
-    assert cli.split_of("Go.", 0.1) == cli.split_of("  go. ", 0.1)  # case and spaces do not matter
+    a, b = split_run_pairs(pairs, 0.1), split_run_pairs(shuffled, 0.1)
+    assert all({p.src for p in a[k]} == {p.src for p in b[k]} for k in range(3))
+
+    def split_of(sentence, held_out):
+        splits = split_run_pairs([Pair(sentence, "Va !")], held_out)
+        return next(k for k in range(3) if splits[k])
+
+    assert split_of("Go.", 0.1) == split_of("  go. ", 0.1)  # case and spaces do not matter
     # every translation of one source sentence lands in one split
-    assert len({cli.split_of(s, 0.3) for s in ["Go.", "go.", "GO."]}) == 1
-    assert cli.held_out_fraction(500) == 0.1 and cli.held_out_fraction(200_000) == 0.02 and 0.02 < cli.held_out_fraction(40_000) < 0.1
+    assert len({split_of(s, 0.3) for s in ["Go.", "go.", "GO."]}) == 1
+    translations = split_run_pairs([Pair("Go.", f"Translation {i}.") for i in range(20)] + pairs, 0.3)
+    assert sum(any(p.src == "Go." for p in split) for split in translations) == 1
+    assert held_out_fraction(500) == 0.1 and held_out_fraction(200_000) == 0.02 and 0.02 < held_out_fraction(40_000) < 0.1
+    assert split_run_pairs(pairs, 0.1) == split_by_checksum(pairs, (0.8, 0.1, 0.1))  # chapter 1's split, the same
+
+
+def token_batches(lengths, max_tokens, *, seed=0, epoch=0):
+    return BucketBatchSampler(lengths, max_tokens=max_tokens, seed=seed).batches(epoch)
 
 
 def test_token_batches_cover_every_pair_once_within_the_budget():
     rng = random.Random(0)
     lengths = [(rng.randint(1, 30), rng.randint(1, 30)) for _ in range(500)] + [(90, 5)]
-    batches = cli.token_batches(lengths, 100, seed=1, epoch=0)
+    batches = token_batches(lengths, 100, seed=1, epoch=0)
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
     for b in batches:
         cost = len(b) * max(max(lengths[i][0], lengths[i][1] + 1) for i in b)
         assert cost <= 100 or len(b) == 1
-    assert batches == cli.token_batches(lengths, 100, seed=1, epoch=0)
-    assert batches != cli.token_batches(lengths, 100, seed=1, epoch=1)
+    assert batches == token_batches(lengths, 100, seed=1, epoch=0)
+    assert batches != token_batches(lengths, 100, seed=1, epoch=1)
     padding = sum(len(b) * max(lengths[i][0] for i in b) - sum(lengths[i][0] for i in b) for b in batches)
     unsorted = [list(range(k, min(k + 4, 501))) for k in range(0, 501, 4)]
     padding_unsorted = sum(len(b) * max(lengths[i][0] for i in b) - sum(lengths[i][0] for i in b) for b in unsorted)
     assert padding < padding_unsorted / 3  # bucketing by length wastes little on padding
     with pytest.raises(ValueError, match="max_tokens must be a positive integer"):
-        cli.token_batches(lengths, 0)
+        token_batches(lengths, 0)
 
 
 # --- d2l's fra-eng, from a local server ------------------------------------------------------------
@@ -279,11 +292,11 @@ def test_pairs_fra_eng_downloads_checks_and_caches(tmp_path, capsys, monkeypatch
     server = _Server(buffer.getvalue())
     try:
         monkeypatch.setenv("ATTNBOOK_DATA", str(tmp_path / "cache"))
-        monkeypatch.setattr(cli, "FRA_ENG_URL", server.url)
-        monkeypatch.setattr(cli, "FRA_ENG_SHA1", "0" * 40)
+        monkeypatch.setattr(attnbook.data.anki, "FRA_ENG_URL", server.url)
+        monkeypatch.setattr(attnbook.data.anki, "FRA_ENG_SHA1", "0" * 40)
         status, out, err = run(["train", "--pairs", "fra-eng", "--out", tmp_path / "bad", "--steps", "1", *TINY], capsys)
         assert_clean_error(status, err, "could not get fra-eng", "SHA-1")
-        monkeypatch.setattr(cli, "FRA_ENG_SHA1", hashlib.sha1(buffer.getvalue()).hexdigest())
+        monkeypatch.setattr(attnbook.data.anki, "FRA_ENG_SHA1", hashlib.sha1(buffer.getvalue()).hexdigest())
         status, out, err = run(["train", "--pairs", "fra-eng", "--reverse", "--out", tmp_path / "run", "--steps", "1", *TINY], capsys)
         assert status == 0, err
         config = json.loads((tmp_path / "run" / "config.json").read_text())
@@ -293,7 +306,7 @@ def test_pairs_fra_eng_downloads_checks_and_caches(tmp_path, capsys, monkeypatch
         server.close()
     status, out, err = run(["evaluate", tmp_path / "run", "--beam", "1", "--limit", "3"], capsys)  # from the cache: the server is gone
     assert status == 0 and "test split of fra-eng" in out, err
-    monkeypatch.setattr(cli, "FRA_ENG_URL", server.url)  # closed now: offline
+    monkeypatch.setattr(attnbook.data.anki, "FRA_ENG_URL", server.url)  # closed now: offline
     monkeypatch.setenv("ATTNBOOK_DATA", str(tmp_path / "empty-cache"))
     status, out, err = run(["train", "--pairs", "fra-eng", "--out", tmp_path / "offline", "--steps", "1", *TINY], capsys)
     assert_clean_error(status, err, "could not get fra-eng", "offline")
@@ -359,6 +372,36 @@ def test_bad_decoding_options_and_sentences(en_fr_run, capsys, monkeypatch):
     assert out == ""  # nothing is translated when one line cannot be
 
 
+def test_model_rules_come_from_the_model_in_the_words_of_the_command_line(tmp_path, capsys):
+    good = write_anki(tmp_path / "fra.txt", en_fr_rows(40))
+    common = ["train", "--pairs", good, "--src", "en", "--tgt", "fr", "--out", tmp_path / "never", "--epochs", "1", *TINY]
+    assert_clean_error(*run([*common, "--dropout", "1.5"], capsys)[::2], "--dropout must be a probability in [0, 1), got 1.5")
+    assert_clean_error(*run([*common, "--d-model", "15", "--heads", "1"], capsys)[::2], "--d-model must be even")
+    assert_clean_error(*run([*common, "--arch", "rnn", "--layers", "0"], capsys)[::2], "--layers must be >= 1, got 0")
+    assert_clean_error(*run([*common, "--max-vocab", "4"], capsys)[::2], "--max-vocab must be at least 5")
+    assert not (tmp_path / "never").exists()
+
+
+def test_bad_devices_are_one_line(en_fr_run, capsys):
+    assert_clean_error(*run(["translate", en_fr_run, "--device", "tpu", "Hi."], capsys)[::2], "--device 'tpu': use auto, cpu")
+    if not torch.cuda.is_available():
+        assert_clean_error(*run(["evaluate", en_fr_run, "--device", "cuda"], capsys)[::2], "--device cuda", "--device cpu")
+
+
+def test_a_run_split_by_an_earlier_version_is_scored_with_a_note_and_not_resumed(en_fr_run, tmp_path, capsys):
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(en_fr_run, old)
+    config = json.loads((old / "config.json").read_text())
+    del config["split"]
+    (old / "config.json").write_text(json.dumps(config))
+    status, out, err = run(["evaluate", old, "--beam", "1", "--limit", "2"], capsys)
+    assert status == 0 and "split by an earlier version" in err, err
+    status, out, err = run(["train", "--out", old, "--resume", "--epochs", "3"], capsys)
+    assert_clean_error(status, err, "split by an earlier version", "cannot be resumed exactly")
+
+
 def test_a_run_is_never_overwritten_and_resumes_only_with_its_own_settings(en_fr_run, tmp_path, capsys):
     pairs = en_fr_run.parent / "fra.txt"
     status, out, err = run(["train", "--pairs", pairs, "--src", "en", "--tgt", "fr", "--out", en_fr_run, "--epochs", "3", *TINY], capsys)
@@ -396,7 +439,7 @@ def test_checkpoint_writes_are_atomic(tmp_path, monkeypatch):
 
     model = Seq2Seq(Seq2SeqConfig(8, 8, embed_size=4, hidden_size=4))
     target = tmp_path / "checkpoint.pt"
-    cli.save_checkpoint_atomic(target, model, note="first")
+    save_checkpoint(target, model, note="first")
     good = target.read_bytes()
 
     def interrupted_save(obj, path, *args, **kwargs):
@@ -405,7 +448,7 @@ def test_checkpoint_writes_are_atomic(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch, "save", interrupted_save)
     with pytest.raises(KeyboardInterrupt):
-        cli.save_checkpoint_atomic(target, model, note="second")
+        save_checkpoint(target, model, note="second")
     assert target.read_bytes() == good and [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
 
 

@@ -7,15 +7,17 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import torch
 from torch import nn
 
 import attnbook.translate as cli
-from attnbook.data import collate, generate_pairs
-from attnbook.data.batches import PairDataset
-from attnbook.train import read_checkpoint, sequence_loss
+from attnbook.data import BucketBatchSampler, PairDataset, collate, generate_pairs
+from attnbook.train import paper_optimizer, read_checkpoint, sequence_loss
+from attnbook.translate.console import Console
+from attnbook.translate.model import build_model
+from attnbook.translate.run_folder import open_run, read_vocabularies
+from attnbook.translate.run_pairs import reread_run_pairs
 from notebook_index import ROOT
 
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-tokens", "120", "--warmup", "4", "--min-freq", "1"]
@@ -56,16 +58,16 @@ def test_two_processes_equal_one_process_over_the_same_global_batches(tmp_path):
     # the two processes' batches (global batches 2k and 2k + 1), then clipping, Adam and the schedule.
     config = json.loads((out / "config.json").read_text())
     s = config["settings"]
-    splits, _ = cli._reread_run_pairs(config)
-    run = cli.open_run(out, load_model=False)
-    dataset = PairDataset([p for p in splits["train"] if len(p._src_tok) <= s["max_length"] and len(p._tgt_tok) <= s["max_length"]], run.src_vocab, run.tgt_vocab)
-    batches = cli.token_batches(dataset.lengths(), s["batch_tokens"], seed=s["seed"], epoch=0)
+    splits, _ = reread_run_pairs(config, Console())
+    src_vocab, tgt_vocab = read_vocabularies(out)
+    dataset = PairDataset([p for p in splits.train if len(p.src_tok) <= s["max_length"] and len(p.tgt_tok) <= s["max_length"]], src_vocab, tgt_vocab)
+    batches = BucketBatchSampler(dataset.lengths(), max_tokens=s["batch_tokens"], seed=s["seed"]).batches(0)
     assert len(batches) >= 2 * STEPS
 
     def one_process(per_step: int) -> dict:
         torch.manual_seed(s["seed"])
-        model = cli.build_model(config["arch"], config["model"]).to(torch.float64)
-        optimizer, scheduler = cli.make_optimizer(model, s["d_model"], s["warmup"], s["lr_factor"])
+        model = build_model(config["arch"], config["model"]).to(torch.float64)
+        optimizer, scheduler = paper_optimizer(model, d_model=s["d_model"], warmup=s["warmup"], factor=s["lr_factor"])
         model.train()
         for k in range(STEPS):
             optimizer.zero_grad()
@@ -91,6 +93,6 @@ def test_two_processes_equal_one_process_over_the_same_global_batches(tmp_path):
     assert not all(torch.allclose(two[name], alone[name], rtol=0, atol=1e-6) for name in two)
 
     # The checkpoint written by two processes loads in one, and translates.
-    loaded = cli.open_run(out)
+    loaded = open_run(out, Console())
     assert all(torch.equal(loaded.model.state_dict()[k], two[k]) for k in two)
     assert cli.main(["translate", str(out), "--beam", "1", "The cat sleeps."]) == 0

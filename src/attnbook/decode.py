@@ -26,13 +26,14 @@ Neither decoder ever writes ``<pad>`` or ``<bos>``: they are not words.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import nn
 
 __all__ = [
+    "EXTRA_OUTPUT_TOKENS",
     "Decoded",
     "greedy_decode",
     "length_penalty",
@@ -45,6 +46,10 @@ __all__ = [
     "ids_to_text",
     "translate",
 ]
+
+#: The paper's output budget, :func:`beam_search`'s default: a translation has at most
+#: its source's length plus this many tokens.
+EXTRA_OUTPUT_TOKENS = 50
 
 
 @dataclass

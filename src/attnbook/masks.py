@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from .checks import check_mask  # the masks' own check, kept importable from here
+
 __all__ = ["padding_mask", "causal_mask", "check_mask"]
 
 
@@ -45,20 +47,3 @@ def causal_mask(size: int, device: torch.device | str | None = None) -> torch.Te
     if size < 1:
         raise ValueError(f"causal_mask needs size >= 1, got {size}")
     return torch.ones(size, size, dtype=torch.bool, device=device).triu(diagonal=1)
-
-
-def check_mask(mask: torch.Tensor, shape: torch.Size | tuple[int, ...], name: str = "mask") -> None:
-    """Raise a clear error unless ``mask`` is boolean and broadcasts to ``shape``."""
-    if not isinstance(mask, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(mask).__name__}")
-    if mask.dtype != torch.bool:
-        raise TypeError(
-            f"{name} must be a bool tensor (True = ignore), got dtype {mask.dtype}; "
-            f"convert a 0/1 mask with `{name}.bool()` or a lengths vector with attnbook.masks.padding_mask"
-        )
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, tuple(shape))
-    except RuntimeError:
-        broadcast = None
-    if broadcast != torch.Size(shape):
-        raise ValueError(f"{name} of shape {tuple(mask.shape)} does not broadcast to the scores' shape {tuple(shape)}")

@@ -16,14 +16,16 @@ text it equals ``sacrebleu.corpus_bleu(..., tokenize="none")``, the reference
 implementation whose numbers the book reports (:func:`sacrebleu_bleu`).
 :func:`d2l_bleu` is the sentence-level variant used by *Dive into Deep
 Learning*, shown beside it to explain why its numbers differ.
+:func:`bleu_tokenizer` chooses sacreBLEU's tokenizer for a target language,
+so that real text in any language is scored the standard way.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence, Union
 
 __all__ = [
     "ngrams",
@@ -33,12 +35,13 @@ __all__ = [
     "bleu_stats",
     "corpus_bleu",
     "sacrebleu_bleu",
+    "bleu_tokenizer",
     "d2l_bleu",
     "BucketScore",
     "bleu_by_length",
 ]
 
-Tokens = Union[str, Sequence[str]]
+Tokens = str | Sequence[str]
 
 
 def ngrams(tokens: Sequence[str], n: int) -> Counter:
@@ -191,6 +194,21 @@ def sacrebleu_bleu(hypotheses: Sequence[Tokens], references: Sequence[Tokens], s
     hyps = [h if isinstance(h, str) else " ".join(h) for h in hypotheses]
     refs = [r if isinstance(r, str) else " ".join(r) for r in references]
     return sacrebleu.corpus_bleu(hyps, [refs], tokenize="none", smooth_method=smooth, force=True).score
+
+
+def bleu_tokenizer(lang: str) -> str:
+    """sacreBLEU's tokenizer for text in the language ``lang`` (an ISO code such as ``"fr"``).
+
+    ``zh`` for Chinese; ``char`` for Japanese and the other languages written
+    without spaces (``ja-mecab`` needs MeCab and its dictionary, which are
+    not installed, and would score words rather than characters), ``13a``
+    (sacreBLEU's default) for the rest.
+    """
+    if lang in ("zh", "yue"):
+        return "zh"
+    if lang in ("ja", "th", "lo", "km", "my"):
+        return "char"
+    return "13a"
 
 
 def d2l_bleu(hypothesis: Tokens, reference: Tokens, k: int = 2) -> float:

@@ -153,23 +153,16 @@ class Setup:
 
 
 def _pick_device(device: str | None) -> str:
-    import torch
+    from .checks import resolve_device
 
     wanted = device or os.environ.get("ATTNBOOK_DEVICE", "cpu")
-    if wanted == "auto":
-        if torch.cuda.is_available():
-            return "cuda"
-        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-            return "mps"
-        return "cpu"
-    if wanted == "cuda" and not torch.cuda.is_available():
+    try:
+        return str(resolve_device(wanted))
+    except RuntimeError as err:
         raise RuntimeError(
-            "device='cuda' was asked for but no CUDA GPU is visible; in Colab choose "
+            f"device={wanted!r} was asked for but {err}; in Colab choose "
             "Runtime > Change runtime type > GPU, or pass device='cpu'"
-        )
-    if wanted not in {"cpu", "cuda", "mps"}:
-        raise ValueError(f"unknown device {wanted!r}: use 'cpu', 'cuda', 'mps' or 'auto'")
-    return wanted
+        ) from None
 
 
 def setup(seed: int = 0, threads: int = DEFAULT_THREADS, device: str | None = None, figures: bool = True) -> Setup:

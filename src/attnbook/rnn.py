@@ -30,6 +30,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .attention import AdditiveAttention
+from .checks import check_token_ids
 from .masks import padding_mask
 
 __all__ = [
@@ -42,23 +43,6 @@ __all__ = [
     "check_token_ids",
     "lengths_from_mask",
 ]
-
-
-def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str = "token ids") -> None:
-    """Raise a clear error unless ``ids`` is an integer tensor with values in ``[0, vocab_size)``."""
-    if not isinstance(ids, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token indices, got {type(ids).__name__}")
-    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-        raise TypeError(f"{name} must hold integer token indices, got dtype {ids.dtype}")
-    if ids.numel() == 0:
-        return
-    low, high = int(ids.min()), int(ids.max())
-    if low < 0 or high >= vocab_size:
-        bad = low if low < 0 else high
-        raise IndexError(
-            f"{name} contain the index {bad}, outside the vocabulary of size {vocab_size} "
-            f"(valid indices are 0 to {vocab_size - 1}); was the batch built with another vocabulary?"
-        )
 
 
 def lengths_from_mask(mask: torch.Tensor, name: str = "src_mask") -> torch.Tensor:

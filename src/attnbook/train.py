@@ -22,16 +22,19 @@ eps = 1e-9 driven by that schedule; and label smoothing in
 
 A checkpoint stores the weights and, beside them, the model's configuration;
 loading it into a model built from another configuration is an error that
-names the differences. Checkpoints are read with ``weights_only=True``.
+names the differences. Checkpoints are written atomically (a save cut short
+leaves the previous file) and read with ``weights_only=True``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -532,7 +535,13 @@ def _config_dict(model: nn.Module) -> dict:
 
 
 def save_checkpoint(path: str | Path, model: nn.Module, **extra: Any) -> Path:
-    """Save the weights of ``model``, its class name and config, and any ``extra`` plain values."""
+    """Save the weights of ``model``, its class name and config, and any ``extra`` plain values.
+
+    The file is written whole or not at all: into a temporary file beside
+    ``path``, flushed to disk, then renamed over ``path`` (an atomic step).
+    Whenever the program stops, even in the middle of a save, ``path`` holds
+    the previous checkpoint or the new one, never a part of one.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
@@ -542,7 +551,14 @@ def save_checkpoint(path: str | Path, model: nn.Module, **extra: Any) -> Path:
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "extra": extra,
     }
-    torch.save(payload, path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        torch.save(payload, tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 

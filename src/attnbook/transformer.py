@@ -42,15 +42,17 @@ Masks are bool with ``True`` = padding (ignore), as everywhere in the library.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Callable
 
 import torch
 from torch import nn
 
 from .attention import MultiHeadAttention
+from .checks import check_positive as _check_positive
+from .checks import check_probability as _check_probability
+from .checks import check_token_ids
 from .positional import SinusoidalPositionalEncoding
-from .rnn import check_token_ids
 
 __all__ = [
     "PositionwiseFFN",
@@ -409,7 +411,7 @@ class TransformerConfig:
                 raise ValueError(f"TransformerConfig.{f.name} must be >= 1, got {value}")
         if self.d_model % self.num_heads:
             raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads}): "
+                f"d_model ({self.d_model}) is not divisible by num_heads ({self.num_heads}): "
                 f"each head gets d_model // num_heads features"
             )
         if self.d_model % 2:
@@ -692,17 +694,3 @@ class Transformer(nn.Module):
             attention=weights[:, :, 0].mean(dim=1),
         )
         return self.output(x)[:, 0], new
-
-
-# --- Checks --------------------------------------------------------------------------------------
-
-
-def _check_positive(**values: int) -> None:
-    for name, value in values.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-
-
-def _check_probability(p: float, name: str) -> None:
-    if not 0.0 <= float(p) < 1.0:
-        raise ValueError(f"{name} must be a probability in [0, 1), got {p}")

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 import torch  # noqa: E402
 from torch.nn.utils.rnn import pad_sequence  # noqa: E402
 
-from attnbook.data import Batch, Vocab, collate, generate_pairs, make_batches, split_pairs, tokenize  # noqa: E402
+from attnbook.data import Batch, Vocab, collate, generate_pairs, make_batches, split_by_index, tokenize  # noqa: E402
 from attnbook.masks import padding_mask  # noqa: E402
 
 
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     print(f"corpus of {n:,} pairs (lengths 3-40, uniform), batch size {args.batch_size}, median of {r} runs, {torch.get_num_threads()} threads\n")
 
     t_gen, pairs = timed(lambda: generate_pairs(n, seed=0), r)
-    train, _, _ = split_pairs(pairs)
+    train, _, _ = split_by_index(pairs)
     n_tokens = sum(len(p.src_tokens) + len(p.tgt_tokens) for p in pairs)
     t_tok, _ = timed(lambda: [(tokenize(p.src, "en"), tokenize(p.tgt, "fr")) for p in pairs], r)
     t_vocab, (src_vocab, tgt_vocab) = timed(

@@ -2,8 +2,10 @@
 
 - :mod:`attnbook.data.text`     tokenize / detokenize, the :class:`Vocab` and its reserved tokens
 - :mod:`attnbook.data.lexicon`  the words of the generated corpus and what they go with
-- :mod:`attnbook.data.corpus`   the English→French grammar, :class:`Pair`, :class:`Corpus`, :func:`load_corpus`
+- :mod:`attnbook.data.pairs`    :class:`Pair`, :class:`Corpus`, and the splits: :func:`split_by_checksum`
+- :mod:`attnbook.data.corpus`   the English→French grammar and :func:`load_corpus`
 - :mod:`attnbook.data.anki`     real Tatoeba pairs: :func:`read_anki_pairs`, :func:`download_fra_eng`
+- :mod:`attnbook.data.scripts`  is a column in the language it is said to be in: :func:`check_columns`
 - :mod:`attnbook.data.batches`  padded batches with masks for teacher forcing: :func:`make_batches`
 
 Every name below is importable from ``attnbook.data`` directly.
@@ -20,16 +22,22 @@ from .anki import (
     download,
     download_fra_eng,
     extract_zip,
+    pairs_file,
     read_anki_pairs,
+    sha1_of,
 )
 from .batches import Batch, BucketBatchSampler, PairDataset, collate, make_batches
-from .corpus import Corpus, Pair, alignment_matrix, generate_pairs, load_corpus, split_pairs
+from .corpus import generate_pairs, load_corpus
+from .pairs import Corpus, Pair, Splits, alignment_matrix, split_by_checksum, split_by_index
+from .scripts import SCRIPT_OF, check_columns
 from .text import BOS, EOS, LANGUAGES, PAD, SPECIALS, UNK, Vocab, detokenize, language, tokenize
 
 __all__ = [
     "PAD", "BOS", "EOS", "UNK", "SPECIALS", "LANGUAGES", "language", "tokenize", "detokenize", "Vocab",
-    "Pair", "Corpus", "generate_pairs", "load_corpus", "split_pairs", "alignment_matrix",
+    "Pair", "Corpus", "Splits", "split_by_checksum", "split_by_index", "alignment_matrix",
+    "generate_pairs", "load_corpus",
     "Batch", "PairDataset", "BucketBatchSampler", "collate", "make_batches",
-    "AnkiPairs", "ChecksumError", "DownloadError", "read_anki_pairs", "corpus_from_pairs",
-    "FRA_ENG_URL", "FRA_ENG_SHA1", "default_cache_dir", "download", "extract_zip", "download_fra_eng",
+    "AnkiPairs", "ChecksumError", "DownloadError", "read_anki_pairs", "pairs_file", "corpus_from_pairs",
+    "SCRIPT_OF", "check_columns",
+    "FRA_ENG_URL", "FRA_ENG_SHA1", "default_cache_dir", "sha1_of", "download", "extract_zip", "download_fra_eng",
 ]  # fmt: skip

@@ -7,7 +7,10 @@ exports them per language pair as tab-separated "Anki" files, one pair a line::
 
 :func:`read_anki_pairs` reads such a file in any language pair (two or three
 columns, with or without a byte-order mark), skips and counts the lines it
-cannot use, and never fails on a line. :func:`download_fra_eng` fetches the
+cannot use, and never fails on a line; :func:`pairs_file` finds the file inside
+a zip as manythings.org publishes it. :func:`corpus_from_pairs` splits the
+pairs with :func:`~attnbook.data.split_by_checksum`, as the command line
+``attnbook-translate`` does. :func:`download_fra_eng` fetches the
 English–French file that *Dive into Deep Learning* uses, checks its SHA-1,
 and keeps it in a cache directory, so the network is needed once.
 """
@@ -24,13 +27,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
-import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Iterator, Sequence
 
-from .corpus import Corpus, Pair
-from .text import Vocab, language
+from .pairs import Corpus, Pair, split_by_checksum
+from .text import language
 
 __all__ = [
     "FRA_ENG_URL",
@@ -39,6 +41,7 @@ __all__ = [
     "ChecksumError",
     "DownloadError",
     "read_anki_pairs",
+    "pairs_file",
     "corpus_from_pairs",
     "default_cache_dir",
     "sha1_of",
@@ -181,6 +184,41 @@ def read_anki_pairs(
     return result
 
 
+def pairs_file(path: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> Path:
+    """The pairs file at ``path``: the file itself, or the one inside a zip as manythings.org publishes it.
+
+    A zip such as ``cmn-eng.zip`` holds the pairs (``cmn.txt``) and a note
+    (``_about.txt``); the pairs are extracted once, into ``cache_dir``
+    (:func:`default_cache_dir` by default), under the archive's checksum.
+    Raises ``FileNotFoundError``, ``IsADirectoryError``, or ``ValueError`` for
+    a damaged archive or one that does not hold exactly one pairs file.
+    """
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"no pairs file at {str(path)!r}")
+    if path.is_dir():
+        raise IsADirectoryError(f"{str(path)!r} is a folder; give the tab-separated file inside it (such as fra.txt)")
+    if not zipfile.is_zipfile(path):
+        return path
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = [n for n in zf.namelist() if n.endswith(".txt") and not PurePosixPath(n).name.startswith("_")]
+    except zipfile.BadZipFile:
+        raise ValueError(f"{str(path)!r} is a damaged zip archive") from None
+    if len(names) != 1:
+        listed = ", ".join(names) or "none"
+        raise ValueError(
+            f"{str(path)!r} should hold one pairs file (*.txt), but holds {listed}: "
+            "extract the one you want and give its path"
+        )
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    folder = cache / "extracted" / sha1_of(path)[:16]
+    target = folder / _safe_member_path(names[0])
+    if not target.is_file():
+        extract_zip(path, folder)
+    return target
+
+
 def corpus_from_pairs(
     pairs: Sequence[Pair],
     splits: tuple[float, float, float] = (0.8, 0.1, 0.1),
@@ -188,40 +226,15 @@ def corpus_from_pairs(
 ) -> Corpus:
     """Split real pairs into train / valid / test with no sentence in two splits, and build vocabularies.
 
-    Pairs that share a source or a target sentence (Tatoeba often has several
-    translations of "Go.") are kept together in one split, chosen from a
-    checksum of the sentence, so the split is the same on every machine.
+    The split is :func:`~attnbook.data.split_by_checksum`: pairs that share a
+    source or a target sentence (Tatoeba often has several translations of
+    "Go.") stay together in one split, chosen from a checksum of the
+    sentences, so the split is the same on every machine.
     """
     pairs = list(pairs)
     if not pairs:
         raise ValueError("an empty corpus: there are no sentence pairs to split")
-    if len(splits) != 3 or any(f < 0 for f in splits) or abs(sum(splits) - 1.0) > 1e-9:
-        raise ValueError(f"splits must be three non-negative fractions summing to 1, got {splits}")
-    # group pairs connected by a shared sentence (union-find over sentences)
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for p in pairs:
-        a, b = find("s\t" + p.src), find("t\t" + p.tgt)
-        if a != b:
-            parent[max(a, b)] = min(a, b)
-    train, valid, test = [], [], []
-    t1, t2 = splits[0], splits[0] + splits[1]
-    for p in pairs:
-        root = find("s\t" + p.src)
-        u = zlib.crc32(root.encode("utf-8")) / 2**32
-        (train if u < t1 else valid if u < t2 else test).append(p)
-    if not train:
-        raise ValueError(f"the training split is empty ({len(pairs)} pairs with splits {splits})")
-    src_vocab = Vocab.build((p._src_tok for p in train), min_freq=min_freq)
-    tgt_vocab = Vocab.build((p._tgt_tok for p in train), min_freq=min_freq)
-    return Corpus(train, valid, test, src_vocab, tgt_vocab, pairs[0].src_lang, pairs[0].tgt_lang)
+    return Corpus.from_splits(split_by_checksum(pairs, splits), min_freq=min_freq)
 
 
 # --- Downloading ----------------------------------------------------------------------
@@ -364,14 +377,16 @@ def extract_zip(archive: str | os.PathLike, dest: str | os.PathLike, max_bytes: 
 
 def download_fra_eng(
     cache_dir: str | os.PathLike | None = None,
-    url: str = FRA_ENG_URL,
-    sha1: str = FRA_ENG_SHA1,
+    url: str | None = None,
+    sha1: str | None = None,
     timeout: float = 60.0,
 ) -> Path:
     """Fetch d2l's English–French Tatoeba pairs (once) and return the path of ``fra.txt``.
 
-    Read it with ``read_anki_pairs(path, "en", "fr")``.
+    ``url`` and ``sha1`` are :data:`FRA_ENG_URL` and :data:`FRA_ENG_SHA1`
+    unless given. Read the file with ``read_anki_pairs(path, "en", "fr")``.
     """
+    url, sha1 = url or FRA_ENG_URL, sha1 or FRA_ENG_SHA1
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     folder = cache / "fra-eng"
     text, marker = folder / "fra.txt", folder / ".source-sha1"

@@ -17,8 +17,8 @@ a given seed.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
-from typing import Iterator, Sequence
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
@@ -165,6 +165,13 @@ class PairDataset(Dataset):
 class BucketBatchSampler(Sampler):
     """Yields lists of indices: batches, optionally of similar lengths, deterministic per seed.
 
+    A batch holds ``batch_size`` examples, or, with ``max_tokens`` instead, as
+    many as fit in that many padded positions: a batch of ``B`` pairs whose
+    longest source has ``S`` tokens and longest target ``T`` (plus ``<eos>``)
+    costs ``B * max(S, T + 1)`` positions, and a pair longer than ``max_tokens``
+    gets a batch of its own. A token budget keeps the memory of a step about
+    constant: many short sentences or a few long ones.
+
     With ``shuffle``, every pass over the data (an *epoch*) draws a new order
     from ``(seed, epoch)``: the examples are shuffled, cut into pools of
     ``pool_batches`` batches, each pool is sorted by length and cut into
@@ -176,19 +183,27 @@ class BucketBatchSampler(Sampler):
     def __init__(
         self,
         lengths: Sequence[tuple[int, int]],
-        batch_size: int,
+        batch_size: int | None = None,
         shuffle: bool = True,
         seed: int = 0,
         bucket: bool = True,
         drop_last: bool = False,
         pool_batches: int = 50,
+        *,
+        max_tokens: int | None = None,
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if (batch_size is None) == (max_tokens is None):
+            raise ValueError("give either batch_size (examples per batch) or max_tokens (padded positions per batch)")
+        for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if pool_batches < 1:
             raise ValueError(f"pool_batches must be >= 1, got {pool_batches}")
+        if drop_last and max_tokens is not None:
+            raise ValueError("drop_last goes with batch_size: batches of a token budget have no fixed size")
         self.lengths = list(lengths)
         self.batch_size = batch_size
+        self.max_tokens = max_tokens
         self.shuffle = shuffle
         self.seed = seed
         self.bucket = bucket
@@ -210,15 +225,46 @@ class BucketBatchSampler(Sampler):
         if self.bucket:
             key = self.lengths.__getitem__
             if self.shuffle:
-                pool = self.batch_size * self.pool_batches
+                pool = self._pool_size()
                 order = [i for start in range(0, n, pool) for i in sorted(order[start : start + pool], key=key)]
             else:
                 order.sort(key=key)
-        batches = [order[i : i + self.batch_size] for i in range(0, n, self.batch_size)]
+        if self.max_tokens is None:
+            batches = [order[i : i + self.batch_size] for i in range(0, n, self.batch_size)]
+        else:
+            batches = self._fill(order)
         if self.drop_last:
             batches = [b for b in batches if len(b) == self.batch_size]
         if self.shuffle:
             rng.shuffle(batches)
+        return batches
+
+    def _cost(self, i: int) -> int:
+        """The positions example ``i`` takes in a batch: its source, or its target and ``<eos>``."""
+        src, tgt = self.lengths[i]
+        return max(src, tgt + 1)
+
+    def _pool_size(self) -> int:
+        """How many examples are sorted together: about ``pool_batches`` batches' worth."""
+        if self.max_tokens is None:
+            return self.batch_size * self.pool_batches
+        total = sum(self._cost(i) for i in range(len(self.lengths)))
+        return max(1, self.pool_batches * self.max_tokens * len(self.lengths) // max(1, total))
+
+    def _fill(self, order: list[int]) -> list[list[int]]:
+        """Cut ``order`` into consecutive batches of at most ``max_tokens`` padded positions."""
+        batches: list[list[int]] = []
+        current: list[int] = []
+        longest = 0
+        for i in order:
+            cost = self._cost(i)
+            if current and max(longest, cost) * (len(current) + 1) > self.max_tokens:
+                batches.append(current)
+                current, longest = [], 0
+            current.append(i)
+            longest = max(longest, cost)
+        if current:
+            batches.append(current)
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:
@@ -227,6 +273,8 @@ class BucketBatchSampler(Sampler):
         return iter(self.batches(epoch))
 
     def __len__(self) -> int:
+        if self.max_tokens is not None:  # how many fit depends on the order: count this epoch's
+            return len(self.batches(self.epoch))
         full, rest = divmod(len(self.lengths), self.batch_size)
         return full + (1 if rest and not self.drop_last else 0)
 

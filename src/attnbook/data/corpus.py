@@ -27,135 +27,23 @@ Every French token also records which English tokens it translates (the
 The length of each English sentence is drawn first (uniformly by default,
 from ``min_len`` to ``max_len`` tokens, punctuation included); the tree then
 grows, one modifier at a time, until it has exactly that length.
+
+The pairs are :class:`~attnbook.data.Pair` s (:mod:`attnbook.data.pairs`), and
+:func:`load_corpus` deals them into a :class:`~attnbook.data.Corpus` with
+:func:`~attnbook.data.split_by_index`.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
-from functools import cached_property
-from typing import Sequence
 
 from . import lexicon as lx
 from .lexicon import Adjective, Noun, Preposition, Pronoun, Verb, starts_with_vowel_sound
-from .text import Vocab, detokenize, language, tokenize
+from .pairs import Corpus, Pair, split_by_index
+from .text import detokenize
 
-__all__ = ["Pair", "Corpus", "generate_pairs", "load_corpus", "alignment_matrix", "split_pairs"]
-
-
-# =====================================================================================
-# Pairs and corpora
-# =====================================================================================
-
-
-@dataclass(frozen=True)
-class Pair:
-    """A sentence and its translation.
-
-    ``alignment`` (generated pairs only) has one entry per target token: the
-    indices of the source tokens it translates, possibly none (the French
-    "des" in "je vois des chats" translates no English word).
-    """
-
-    src: str
-    tgt: str
-    alignment: tuple[tuple[int, ...], ...] | None = None
-    src_lang: str = "en"
-    tgt_lang: str = "fr"
-    attribution: str = ""
-
-    @cached_property
-    def _src_tok(self) -> tuple[str, ...]:
-        return tuple(tokenize(self.src, self.src_lang))
-
-    @cached_property
-    def _tgt_tok(self) -> tuple[str, ...]:
-        return tuple(tokenize(self.tgt, self.tgt_lang))
-
-    @property
-    def src_tokens(self) -> list[str]:
-        """The source sentence, tokenized (a fresh list)."""
-        return list(self._src_tok)
-
-    @property
-    def tgt_tokens(self) -> list[str]:
-        """The target sentence, tokenized (a fresh list)."""
-        return list(self._tgt_tok)
-
-    def __repr__(self) -> str:
-        return f"Pair({self.src!r} -> {self.tgt!r})"
-
-
-def alignment_matrix(pair: Pair):
-    """The alignment of ``pair`` as a float tensor ``(target tokens, source tokens)`` of 0s and 1s."""
-    import torch
-
-    if pair.alignment is None:
-        raise ValueError(f"{pair!r} has no alignment: only generated pairs carry one")
-    matrix = torch.zeros(len(pair._tgt_tok), len(pair._src_tok))
-    for i, sources in enumerate(pair.alignment):
-        for j in sources:
-            matrix[i, j] = 1.0
-    return matrix
-
-
-@dataclass
-class Corpus:
-    """Train, validation and test pairs, with vocabularies built from the training pairs."""
-
-    train: list[Pair]
-    valid: list[Pair]
-    test: list[Pair]
-    src_vocab: Vocab
-    tgt_vocab: Vocab
-    src_lang: str = "en"
-    tgt_lang: str = "fr"
-
-    def split(self, name: str) -> list[Pair]:
-        """``"train"``, ``"valid"`` or ``"test"``."""
-        if name not in ("train", "valid", "test"):
-            raise ValueError(f"unknown split {name!r}: use 'train', 'valid' or 'test'")
-        return getattr(self, name)
-
-    def tokens(self, split: str = "train") -> tuple[list[list[str]], list[list[str]]]:
-        """The tokenized sentences of a split: ``(source token lists, target token lists)``."""
-        pairs = self.split(split)
-        return [p.src_tokens for p in pairs], [p.tgt_tokens for p in pairs]
-
-    def batches(self, split: str = "train", batch_size: int = 64, shuffle: bool | None = None, seed: int = 0, bucket: bool = True):
-        """Batches of a split (see :func:`attnbook.data.make_batches`); shuffled for training only by default."""
-        from .batches import make_batches
-
-        if shuffle is None:
-            shuffle = split == "train"
-        return make_batches(self.split(split), self.src_vocab, self.tgt_vocab, batch_size, shuffle=shuffle, seed=seed, bucket=bucket)
-
-    def __repr__(self) -> str:
-        return (
-            f"Corpus({self.src_lang}→{self.tgt_lang}: {len(self.train)} train, {len(self.valid)} valid, "
-            f"{len(self.test)} test pairs; vocabularies {len(self.src_vocab)} / {len(self.tgt_vocab)} tokens)"
-        )
-
-
-_GOLDEN = (math.sqrt(5) - 1) / 2
-
-
-def split_pairs(pairs: Sequence[Pair], splits: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> tuple[list, list, list]:
-    """Deal pairs into train / valid / test in the given proportions, deterministically.
-
-    Pair ``i`` goes to a split according to the fractional part of ``i × 0.618…``,
-    a sequence that spreads evenly over [0, 1): the proportions hold for every
-    prefix, so a corpus of 1,000 pairs is the start of the corpus of 10,000.
-    """
-    if len(splits) != 3 or any(f < 0 for f in splits) or not math.isclose(sum(splits), 1.0, abs_tol=1e-9):
-        raise ValueError(f"splits must be three non-negative fractions summing to 1 (train, valid, test), got {splits}")
-    train, valid, test = [], [], []
-    t1, t2 = splits[0], splits[0] + splits[1]
-    for i, pair in enumerate(pairs):
-        u = (i * _GOLDEN) % 1.0
-        (train if u < t1 else valid if u < t2 else test).append(pair)
-    return train, valid, test
+__all__ = ["generate_pairs", "load_corpus"]
 
 
 # =====================================================================================
@@ -1045,10 +933,8 @@ def generate_pairs(
                 continue
             seen_src.add(src)
             seen_tgt.add(tgt)
-            pair = Pair(src, tgt, tuple(links) if alignments else None)
-            pair.__dict__["_src_tok"] = tuple(en)  # the tokens we built; tokenize(src) gives them back
-            pair.__dict__["_tgt_tok"] = tuple(fr)
-            pairs.append(pair)
+            # the tokens we built: tokenize(src) gives them back, more slowly
+            pairs.append(Pair(src, tgt, tuple(links) if alignments else None, tokens=(en, fr)))
             stalled = 0
             break
     return pairs
@@ -1082,9 +968,4 @@ def load_corpus(
     ``<unk>``). See :func:`generate_pairs` for the length options.
     """
     pairs = generate_pairs(n_pairs, seed, min_len, max_len, length_dist, alignments)
-    train, valid, test = split_pairs(pairs, splits)
-    if not train:
-        raise ValueError(f"the training split is empty ({n_pairs} pairs with splits {splits}): ask for more pairs")
-    src_vocab = Vocab.build((p._src_tok for p in train), min_freq=min_freq)
-    tgt_vocab = Vocab.build((p._tgt_tok for p in train), min_freq=min_freq)
-    return Corpus(train, valid, test, src_vocab, tgt_vocab, language("en"), language("fr"))
+    return Corpus.from_splits(split_by_index(pairs, splits), min_freq=min_freq)

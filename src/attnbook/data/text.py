@@ -27,8 +27,8 @@ import json
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 __all__ = [
     "PAD",

@@ -1,0 +1,183 @@
+"""``attnbook-translate train``: a new run from a pairs file, or ``--resume`` of a run that stopped.
+
+A new run reads and splits the pairs, builds the vocabularies from the
+training pairs, and writes the run folder's configuration before the first
+step; a resumed run reads all of that back, checks that the command line
+agrees with it, and continues from its checkpoint's training state. Either way
+:class:`~attnbook.translate.session.TrainingSession` trains it within its budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict
+from pathlib import Path
+
+from ..data import Vocab
+from ..train import read_checkpoint
+from .cluster import Cluster
+from .console import CommandError, Console
+from .model import check_model_settings, model_config
+from .run_folder import (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    RUN_FORMAT,
+    SRC_VOCAB_FILE,
+    TGT_VOCAB_FILE,
+    TRUECASE_FILE,
+    one_line,
+    read_config,
+    read_vocabularies,
+    write_json,
+)
+from .run_pairs import (
+    SPLIT,
+    held_out_fraction,
+    languages,
+    length_filter,
+    parse_language,
+    read_pairs,
+    reread_run_pairs,
+    split_run_pairs,
+)
+from .session import PreparedRun, TrainingSession
+from .settings import Budget, RunSettings, from_args, given, option_name
+from .truecase import build_truecase
+
+__all__ = ["cmd_train"]
+
+
+def cmd_train(args: argparse.Namespace, console: Console) -> int:
+    """Train a new run into ``--out``, or resume the one there; return the exit status."""
+    cluster = Cluster.start(args.device)
+    console.active = cluster.is_first
+    out = Path(args.out).expanduser()
+    try:
+        run = resume_run(args, out, console) if args.resume else new_run(args, out, cluster, console)
+        budget = _budget(args, run.config.get("budget"), console)
+        run.config["budget"] = asdict(budget)
+        if cluster.is_first:
+            _write_run_folder(out, run)
+        session = TrainingSession(run, budget, cluster, console, out, args.checkpoint_minutes, args.log_every)
+        return session.run()
+    finally:
+        cluster.stop()
+
+
+def new_run(args: argparse.Namespace, out: Path, cluster: Cluster, console: Console) -> PreparedRun:
+    """Read and split the pairs, build the vocabularies: a new run, ready to train."""
+    if (out / CHECKPOINT_FILE).exists() or (out / CONFIG_FILE).exists():
+        raise CommandError(f"{str(out)!r} already holds a run: continue it with --resume, or choose another --out")
+    if out.exists() and not out.is_dir():
+        raise CommandError(f"--out {str(out)!r} is a file; give a folder")
+    if args.pairs is None:
+        raise CommandError("train needs --pairs FILE (a Tatoeba/Anki tab-separated file) or --pairs fra-eng")
+    src, tgt, reverse = languages(args)
+    settings = from_args(RunSettings, args)
+    check_model_settings(settings)
+    downloads = args.pairs == "fra-eng"
+    if downloads and cluster.local_rank != 0:
+        cluster.barrier()  # the first process of each machine downloads; the others wait for it
+    pairs, source = read_pairs(args.pairs, src, tgt, reverse)
+    if downloads and cluster.local_rank == 0:
+        cluster.barrier()
+    held_out = held_out_fraction(len(pairs))
+    splits = split_run_pairs(pairs, held_out)
+    train_pairs = length_filter(splits.train, settings.max_length, "training", console)
+    valid_pairs = length_filter(splits.valid, settings.max_length, "validation", console)
+    if not train_pairs:
+        raise CommandError(
+            f"no training pairs left ({len(pairs)} pairs read): the file is too small, "
+            "or every pair is longer than --max-length"
+        )
+    src_vocab = Vocab.build((p.src_tok for p in train_pairs), min_freq=settings.min_freq, max_size=settings.max_vocab)
+    tgt_vocab = Vocab.build((p.tgt_tok for p in train_pairs), min_freq=settings.min_freq, max_size=settings.max_vocab)
+    config = {
+        "format": RUN_FORMAT,
+        "src_lang": src,
+        "tgt_lang": tgt,
+        "reverse": reverse,
+        "pairs": asdict(source),
+        "split": SPLIT,
+        "held_out": held_out,
+        "split_sizes": {k: len(v) for k, v in splits._asdict().items()},
+        "arch": settings.arch,
+        "settings": asdict(settings),
+        "model": model_config(settings, len(src_vocab), len(tgt_vocab)),
+        "budget": None,
+    }
+    skipped = f", skipped {source.skipped:,} blank or malformed lines" if source.skipped else ""
+    console.say(f"read {source.n_pairs:,} pairs ({src} → {tgt}) from {source.name}{skipped}")
+    console.say(
+        f"split by checksum: {len(splits.train):,} training, {len(splits.valid):,} validation, "
+        f"{len(splits.test):,} test pairs; vocabularies: {len(src_vocab):,} {src} and {len(tgt_vocab):,} {tgt} tokens"
+    )
+    truecase = build_truecase(train_pairs)
+    return PreparedRun(config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, truecase=truecase)
+
+
+def resume_run(args: argparse.Namespace, out: Path, console: Console) -> PreparedRun:
+    """Read back the run in ``out`` and its checkpoint's training state: a run ready to continue."""
+    config = read_config(out)
+    _check_resume(args, config)
+    checkpoint = out / CHECKPOINT_FILE
+    if not checkpoint.is_file():
+        raise CommandError(
+            f"{str(out)!r} has no checkpoint to resume from: training stopped before its first save; "
+            "start it again without --resume"
+        )
+    src_vocab, tgt_vocab = read_vocabularies(out)
+    settings = RunSettings(**config["settings"])
+    splits, _ = reread_run_pairs(config, console)
+    train_pairs = length_filter(splits.train, settings.max_length, "training", console)
+    valid_pairs = length_filter(splits.valid, settings.max_length, "validation", console)
+    try:
+        state = read_checkpoint(checkpoint)["extra"].get("train_state")
+    except Exception as err:  # CheckpointMismatch and unreadable files
+        raise CommandError(f"cannot resume from {checkpoint}: {one_line(err)}") from None
+    if not isinstance(state, dict):
+        raise CommandError(f"{checkpoint} holds no training state to resume from")
+    return PreparedRun(config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, state=state)
+
+
+def _check_resume(args: argparse.Namespace, config: dict) -> None:
+    """Raise a :class:`CommandError` unless what the command line says agrees with the run being resumed."""
+    stored = config["settings"]
+    for name, value in given(RunSettings, args).items():
+        if value != stored.get(name):
+            raise CommandError(
+                f"{option_name(RunSettings, name)} {value} differs from the run being resumed ({stored.get(name)}): "
+                "resume with the same settings, or train into a new --out"
+            )
+    if args.pairs is not None:
+        spec = config["pairs"]["path"]
+        if args.pairs != spec and (args.pairs == "fra-eng" or Path(args.pairs).expanduser().resolve() != Path(spec)):
+            raise CommandError(f"--pairs {args.pairs} is not the file of the run being resumed ({spec})")
+    for option, key in (("--src", "src_lang"), ("--tgt", "tgt_lang")):
+        value = getattr(args, option[2:])
+        if value is not None and parse_language(value, option) != config[key]:
+            raise CommandError(f"{option} {value} differs from the run being resumed ({config[key]})")
+    if config.get("split") != SPLIT:
+        raise CommandError(
+            "the run was split by an earlier version of this program, so its training pairs would differ now: "
+            "it cannot be resumed exactly; train it again into a new --out"
+        )
+
+
+def _budget(args: argparse.Namespace, stored: dict | None, console: Console) -> Budget:
+    """The budget the command line gives, else the stored one (on resuming), else 10 minutes."""
+    budget = from_args(Budget, args, None if given(Budget, args) else stored)
+    if not (budget.minutes or budget.epochs or budget.steps):
+        console.say("budget: 10 minutes (the default; say --minutes M or --epochs E)")
+        budget = Budget(minutes=10.0)
+    return budget
+
+
+def _write_run_folder(out: Path, run: PreparedRun) -> None:
+    """The configuration, the vocabularies and, for a new run, the spelling table (first process only)."""
+    out.mkdir(parents=True, exist_ok=True)
+    run.src_vocab.save(out / SRC_VOCAB_FILE)
+    run.tgt_vocab.save(out / TGT_VOCAB_FILE)
+    if run.truecase is not None:
+        write_json(out / TRUECASE_FILE, run.truecase)
+    write_json(out / CONFIG_FILE, run.config)

@@ -1,0 +1,147 @@
+"""When training stops and saves: the budget, the clock, Ctrl-C.
+
+:class:`Tracker` knows where training is (epoch, step, seconds, tokens) and
+decides after every step whether the budget is spent and whether a periodic
+save is due. Every decision is taken on the first process and shared with the
+others in one small all-reduce a step, so that every process stops, and
+saves, after the same step. :class:`Signals` turns Ctrl-C (or SIGTERM) into a
+request to stop after the current step; a second Ctrl-C stops at once.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import Any
+
+from ..train import TrainStep
+from .cluster import Cluster
+from .console import Console, format_duration
+from .settings import Budget
+
+__all__ = ["Position", "Tracker", "Signals", "Interrupted"]
+
+Position = dict  # {"epoch", "step_in_epoch", "step", "seconds", "tokens"}: where a run is, as saved in its checkpoint
+
+
+class Interrupted(Exception):
+    """Ctrl-C (or SIGTERM) was honoured: the step finished and the state was saved."""
+
+
+class Tracker:
+    """Where training is (epoch, step, time, tokens), the budget, and when to save or stop."""
+
+    def __init__(
+        self, cluster: Cluster, budget: Budget, position: Position, steps_per_epoch: int, save_minutes: float
+    ) -> None:
+        self.cluster, self.budget = cluster, budget
+        self.steps_per_epoch = steps_per_epoch
+        self.epoch, self.in_epoch = position["epoch"], position["step_in_epoch"]
+        self.step_count, self.seconds_before, self.tokens_before = (
+            position["step"],
+            position["seconds"],
+            position["tokens"],
+        )
+        self.start = self.last_save = time.monotonic()
+        self.save_seconds = save_minutes * 60
+        self.tokens = self.step_tokens = 0
+        self.stopping = False  # the budget ended this epoch early
+        self.reason = ""
+
+    def elapsed(self) -> float:
+        return self.seconds_before + time.monotonic() - self.start
+
+    def step(self, info: TrainStep) -> None:
+        self.step_count += 1
+        self.in_epoch += 1
+        self.step_tokens = info.tokens
+
+    def decide(self, interrupted: bool) -> tuple[bool, bool, bool]:
+        """``(stop, save, interrupted)`` after this step, agreed by every process."""
+        budget = self.budget
+        stop = 0.0
+        if budget.steps and self.step_count >= budget.steps:
+            stop, self.reason = 1.0, f"step budget ({budget.steps} steps)"
+        if budget.minutes and self.elapsed() >= budget.minutes * 60:
+            stop, self.reason = 1.0, f"time budget ({budget.minutes:g} minutes)"
+        if budget.epochs and self.in_epoch >= self.steps_per_epoch and self.epoch + 1 >= budget.epochs:
+            self.reason = f"epoch budget ({budget.epochs} epochs)"
+        due = 1.0 if self.cluster.is_first and time.monotonic() - self.last_save >= self.save_seconds else 0.0
+        # one all-reduce a step: the flags (any process raising one counts) and the step's target tokens
+        stop, due, interrupted_any, tokens = self.cluster.all_sum(
+            [stop, due, float(interrupted), float(self.step_tokens)]
+        )
+        self.tokens += int(tokens)
+        if due:
+            self.last_save = time.monotonic()
+        return bool(stop), bool(due), bool(interrupted_any)
+
+    def position(self) -> Position:
+        return {
+            "epoch": self.epoch,
+            "step_in_epoch": self.in_epoch,
+            "step": self.step_count,
+            "seconds": self.elapsed(),
+            "tokens": self.tokens_before + self.tokens,
+        }
+
+    def end_epoch(self, complete: bool) -> Position:
+        if complete:
+            self.epoch, self.in_epoch = self.epoch + 1, 0
+        self.last_save = time.monotonic()
+        return self.position()
+
+    def tokens_per_second(self) -> float:
+        return self.tokens / max(1e-9, time.monotonic() - self.start)
+
+    def show(self, loss: float, console: Console) -> None:
+        """The progress line: epoch, step, loss, throughput and the time left by the nearest budget."""
+        if not console.shows_progress:
+            return
+        budget, done = self.budget, self.in_epoch / self.steps_per_epoch
+        rate = (time.monotonic() - self.start) / max(1, self.step_count)
+        lefts = []
+        if budget.minutes:
+            lefts.append(budget.minutes * 60 - self.elapsed())
+        if budget.epochs:
+            lefts.append(((budget.epochs - self.epoch) * self.steps_per_epoch - self.in_epoch) * rate)
+        if budget.steps:
+            lefts.append((budget.steps - self.step_count) * rate)
+        eta = f" · ETA {format_duration(min(lefts))}" if lefts else ""
+        console.progress(
+            f"epoch {self.epoch + 1} {100 * done:3.0f}% · step {self.step_count:,} · loss {loss:.3f} · "
+            f"{self.tokens_per_second():,.0f} tok/s{eta}"
+        )
+
+
+class Signals:
+    """Ctrl-C / SIGTERM ask training to stop after the current step; a second Ctrl-C stops at once."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.requested = False
+        self.first = 0.0
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Signals:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self.previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread
+                pass
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        # torchrun passes the terminal's Ctrl-C on to its processes, which get it from the terminal
+        # too: a second SIGINT within a second is that echo, not a second press.
+        if signum == signal.SIGINT and self.requested and time.monotonic() - self.first > 1.0:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt
+        if not self.requested:
+            self.first = time.monotonic()
+            self.console.say("stopping after this step (the state is saved first; Ctrl-C again to stop at once)")
+        self.requested = True
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)

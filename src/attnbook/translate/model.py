@@ -1,0 +1,86 @@
+"""The model of a run: its configuration from the run's settings, and the model built from it.
+
+``--arch transformer`` is chapter 7's :class:`~attnbook.transformer.Transformer`,
+``--arch rnn`` chapter 3's GRU encoder-decoder with attention
+(:class:`~attnbook.rnn.Seq2Seq`). :data:`MODEL_FIELDS` says which setting
+fills which field of each model's configuration; the rules those fields obey
+are the configuration's own, and an error it raises comes back in the words of
+the command line (``num_heads (3)`` becomes ``--heads 3``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from torch import nn
+
+from ..decode import EXTRA_OUTPUT_TOKENS
+from ..rnn import Seq2Seq, Seq2SeqConfig
+from ..transformer import Transformer, TransformerConfig
+from .console import CommandError
+from .settings import RunSettings, flag
+
+__all__ = ["MAX_POSITIONS", "MODEL_FIELDS", "model_config", "build_model", "check_model_settings"]
+
+#: The positional table's length: the longest sentence the model can read, and the longest it writes.
+MAX_POSITIONS = 256
+
+_MODELS = {"transformer": (Transformer, TransformerConfig), "rnn": (Seq2Seq, Seq2SeqConfig)}
+
+#: For each architecture: the field of its configuration, and the setting that fills it.
+MODEL_FIELDS = {
+    "transformer": {
+        "d_model": "d_model",
+        "num_heads": "heads",
+        "num_layers": "layers",
+        "d_ff": "d_ff",
+        "dropout": "dropout",
+        "norm_first": "norm_first",
+    },
+    "rnn": {"embed_size": "d_model", "hidden_size": "d_model", "num_layers": "layers", "dropout": "dropout"},
+}
+# What each architecture's configuration takes besides the settings.
+_FIXED = {
+    "transformer": {"share_embeddings": False, "max_len": MAX_POSITIONS, "pad_id": 0},
+    "rnn": {"attention": True, "pad_id": 0},
+}
+
+
+def model_config(settings: RunSettings, src_size: int, tgt_size: int) -> dict:
+    """The model's configuration (the fields of its config dataclass) from the run's settings."""
+    values = {name: getattr(settings, setting) for name, setting in MODEL_FIELDS[settings.arch].items()}
+    return {"src_vocab_size": src_size, "tgt_vocab_size": tgt_size, **values, **_FIXED[settings.arch]}
+
+
+def build_model(arch: str, config: dict) -> nn.Module:
+    """A fresh model of the run's architecture from its configuration dict."""
+    if arch not in _MODELS:
+        raise CommandError(f"unknown architecture {arch!r} in the run's configuration (transformer or rnn)")
+    model_class, config_class = _MODELS[arch]
+    try:
+        return model_class(config_class(**config))
+    except (TypeError, ValueError) as err:
+        raise CommandError(f"this model configuration cannot be built: {err}") from None
+
+
+def check_model_settings(settings: RunSettings) -> None:
+    """Raise a :class:`CommandError` unless the settings make a model, before any data is read.
+
+    The model's configuration judges (with placeholder vocabularies); its
+    complaint is worded with the command line's options.
+    """
+    try:
+        _MODELS[settings.arch][1](**model_config(settings, 5, 5))
+    except (TypeError, ValueError) as err:
+        raise CommandError(_in_option_words(str(err), settings.arch)) from None
+    longest = MAX_POSITIONS - EXTRA_OUTPUT_TOKENS  # a sentence and its translation must fit in the table
+    if settings.max_length > longest:
+        raise CommandError(f"--max-length must be at most {longest} (the positional table holds {MAX_POSITIONS})")
+
+
+def _in_option_words(message: str, arch: str) -> str:
+    """A configuration's error with its fields named as options: ``TransformerConfig.num_heads (3)`` → ``--heads 3``."""
+    for name, setting in MODEL_FIELDS[arch].items():
+        pattern = rf"\b(?:\w+Config\.)?{name}\b(?: \(([^)]*)\))?"
+        message = re.sub(pattern, lambda m, s=setting: flag(s) + (f" {m[1]}" if m[1] else ""), message)
+    return message

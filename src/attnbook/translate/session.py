@@ -1,0 +1,279 @@
+"""One training session of a run: the model, its batches, and what happens after each step and epoch.
+
+A session builds the model (or restores it, with the optimizer, the schedule
+and the random state, when a run resumes), wraps it in
+:class:`~torch.nn.parallel.DistributedDataParallel` under ``torchrun``, and
+hands it to :func:`attnbook.train.train` with two callbacks: after every step
+(the progress line, the log, the budget, a periodic save, Ctrl-C) and after
+every epoch (the epoch's line, the checkpoint, ``best.pt`` when the validation
+loss is the lowest so far).
+
+Every process builds the same length-bucketed batches for an epoch
+(:class:`attnbook.data.BucketBatchSampler` with a token budget) and takes
+every N-th one; the position in the epoch is saved with the checkpoint, so a
+resumed run takes the very batches an uninterrupted one would have.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from ..data import Batch, BucketBatchSampler, Pair, PairDataset, Vocab, collate
+from ..train import EpochLog, TrainStep, load_checkpoint, paper_optimizer, save_checkpoint, train
+from .cluster import Cluster
+from .console import PROGRAM, CommandError, Console, format_duration
+from .control import Interrupted, Position, Signals, Tracker
+from .model import build_model
+from .run_folder import BEST_FILE, CHECKPOINT_FILE, LOG_FILE, TrainingLog, best_valid_loss, one_line
+from .settings import Budget, RunSettings
+
+__all__ = ["PreparedRun", "TrainingSession"]
+
+
+@dataclass
+class PreparedRun:
+    """A run ready to train: its configuration, vocabularies and pairs, and, when it resumes, its saved state."""
+
+    config: dict
+    settings: RunSettings
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    train_pairs: list[Pair]
+    valid_pairs: list[Pair]
+    truecase: dict[str, str] | None = None  # new runs: written once, beside the vocabularies
+    state: dict | None = None  # resumed runs: the training state of the checkpoint
+
+
+class TrainingSession:
+    """Train a prepared run within its budget, saving into ``out``; :meth:`run` returns the exit status."""
+
+    def __init__(
+        self,
+        run: PreparedRun,
+        budget: Budget,
+        cluster: Cluster,
+        console: Console,
+        out: Path,
+        checkpoint_minutes: float = 5.0,
+        log_every: int = 50,
+    ) -> None:
+        self.prepared, self.budget, self.cluster, self.console, self.out = run, budget, cluster, console, out
+        self.settings = s = run.settings
+        self._build_model()
+        self.dataset = PairDataset(run.train_pairs, run.src_vocab, run.tgt_vocab)
+        self.sampler = BucketBatchSampler(self.dataset.lengths(), max_tokens=s.batch_tokens, seed=s.seed)
+        self.steps_per_epoch = len(self.sampler.batches(0)) // cluster.world
+        if self.steps_per_epoch < 1:
+            raise CommandError(
+                f"too few training pairs for {cluster.world} processes: lower --batch-tokens or use fewer processes"
+            )
+        self.valid_batches = self._valid_batches()
+        self.position = self._start_position()
+        self.log = TrainingLog(out / LOG_FILE if cluster.is_first else None)
+        self.log_every = max(1, log_every)
+        self.tracker = Tracker(cluster, budget, self.position, self.steps_per_epoch, checkpoint_minutes)
+        self.best_loss = best_valid_loss(out) if run.state is not None else math.inf
+        self.signals = Signals(console)
+
+    def _build_model(self) -> None:
+        s, state, cluster = self.settings, self.prepared.state, self.cluster
+        torch.manual_seed(s.seed)
+        model = build_model(s.arch, self.prepared.config["model"])
+        self.model = model.to(dtype=getattr(torch, s.dtype), device=cluster.device)
+        self.optimizer, self.scheduler = paper_optimizer(
+            self.model, d_model=s.d_model, warmup=s.warmup, factor=s.lr_factor
+        )
+        if state is None:
+            torch.manual_seed(s.seed + 1 + cluster.rank)  # dropout: each process its own stream
+        else:
+            self._restore(state)
+        self.trained = self.model
+        if cluster.distributed:
+            ids = [cluster.device.index] if cluster.device.type == "cuda" else None
+            self.trained = DistributedDataParallel(self.model, device_ids=ids, broadcast_buffers=False)
+
+    def _restore(self, state: dict) -> None:
+        """The weights, optimizer, schedule and random state of the checkpoint being resumed."""
+        checkpoint, cluster = self.out / CHECKPOINT_FILE, self.cluster
+        try:
+            load_checkpoint(checkpoint, self.model)
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+        except Exception as err:
+            raise CommandError(f"cannot resume from {checkpoint}: {one_line(err)}") from None
+        mine = min(cluster.rank, len(state["rng"]) - 1)
+        torch.set_rng_state(state["rng"][mine])
+        if cluster.device.type == "cuda" and state.get("cuda_rng"):
+            torch.cuda.set_rng_state(state["cuda_rng"][mine], cluster.device)
+        if state["world"] != cluster.world:
+            self.console.note(
+                f"the run was trained by {state['world']} processes and continues on {cluster.world}: "
+                "the batches differ from an uninterrupted run"
+            )
+
+    def _valid_batches(self) -> list[Batch] | None:
+        run = self.prepared
+        if not run.valid_pairs:
+            return None
+        valid = PairDataset(run.valid_pairs, run.src_vocab, run.tgt_vocab)
+        sampler = BucketBatchSampler(valid.lengths(), max_tokens=self.settings.batch_tokens, shuffle=False)
+        return [collate([valid[i] for i in indices]) for indices in sampler.batches(0)]
+
+    def _start_position(self) -> Position:
+        """Where training starts (the saved position when resuming), after checking that budget is left."""
+        state, budget = self.prepared.state, self.budget
+        position = (
+            dict(state["position"])
+            if state
+            else {"epoch": 0, "step_in_epoch": 0, "step": 0, "seconds": 0.0, "tokens": 0}
+        )
+        if position["step_in_epoch"] >= self.steps_per_epoch:
+            position.update(epoch=position["epoch"] + 1, step_in_epoch=0)
+        spent = f"the run in {str(self.out)!r} has already used its budget ({budget})"
+        if (budget.epochs and position["epoch"] >= budget.epochs) or (
+            budget.steps and position["step"] >= budget.steps
+        ):
+            raise CommandError(f"{spent}; give a larger --epochs or --steps to continue")
+        if budget.minutes and position["seconds"] >= budget.minutes * 60:
+            raise CommandError(f"{spent}; give a larger --minutes to continue")
+        return position
+
+    def batches_for(self, epoch: int) -> Iterator[Batch]:
+        """This process's batches of the ``epoch``-th epoch of this session (from 1), from where the run stands."""
+        absolute = self.position["epoch"] + epoch - 1
+        everything = self.sampler.batches(absolute)
+        mine = everything[self.cluster.rank :: self.cluster.world][: self.steps_per_epoch]
+        if epoch == 1:
+            mine = mine[self.position["step_in_epoch"] :]
+        for indices in mine:
+            yield collate([self.dataset[i] for i in indices])
+
+    def run(self) -> int:
+        """Train until the budget is spent or Ctrl-C; 0, or 130 when interrupted."""
+        s, resumed, position, cluster = self.settings, self.prepared.state is not None, self.position, self.cluster
+        n_params = sum(p.numel() for p in self.model.parameters())
+        where = (
+            f"epoch {position['epoch'] + 1}, step {position['step']:,}; budget {self.budget}"
+            if resumed
+            else str(self.budget)
+        )
+        self.console.say(
+            f"model: {s.arch}, {n_params:,} parameters, d_model {s.d_model}, {s.layers} layers, {s.heads} heads; "
+            f"{'resuming at' if resumed else 'training for'} {where} on {cluster.world} × {cluster.device.type}"
+        )
+        started = {} if resumed else {"config": self.prepared.config}
+        self.log.write(
+            event="resume" if resumed else "start",
+            **started,
+            world=cluster.world,
+            device=cluster.device.type,
+            position=position,
+        )
+        epochs_left = min(self.budget.epochs - position["epoch"], 10**6) if self.budget.epochs else 10**6
+        try:
+            with self.signals:
+                history = train(
+                    self.trained,
+                    self.batches_for,
+                    self.valid_batches,
+                    epochs=epochs_left,
+                    clip=s.clip or None,
+                    pad_id=0,
+                    label_smoothing=s.label_smoothing,
+                    optimizer=self.optimizer,
+                    scheduler=self.scheduler,
+                    seed=None,
+                    plot=False,
+                    verbose=False,
+                    on_step=self.on_step,
+                    on_epoch=self.on_epoch,
+                )
+        except Interrupted:
+            self.log.write(event="interrupted", position=self.tracker.position())
+            step = self.tracker.position()["step"]
+            self.console.say(
+                f"interrupted: the state after step {step:,} is saved in {self.out}; continue with --resume"
+            )
+            return 130
+        reason = self.tracker.reason or history.stopped_by
+        self.log.write(event="end", stopped_by=reason, position=self.tracker.position())
+        self.console.say(f"done ({reason}): {self.out / CHECKPOINT_FILE}; next: {PROGRAM} evaluate {self.out}")
+        return 0
+
+    def on_step(self, info: TrainStep) -> bool:
+        """After every step: stop, save or carry on; log every ``log_every`` steps; the progress line."""
+        tracker = self.tracker
+        tracker.step(info)
+        want_stop, want_save, interrupted = tracker.decide(self.signals.requested)
+        if interrupted:
+            self.save(tracker.position(), "interrupted")
+            raise Interrupted
+        if want_save and not want_stop:
+            self.save(tracker.position(), "periodic")
+        if tracker.step_count % self.log_every == 0:
+            lr = self.scheduler.get_last_lr()[0]
+            self.log.write(
+                event="step", **tracker.position(), loss=info.loss, lr=lr, tokens_per_second=tracker.tokens_per_second()
+            )
+        tracker.show(info.loss, self.console)
+        tracker.stopping = tracker.stopping or want_stop
+        return want_stop
+
+    def on_epoch(self, epoch_log: EpochLog) -> bool:
+        """After every epoch: the checkpoint, the log, ``best.pt`` if this is the best epoch, one line."""
+        loss_sum, tokens = self.cluster.all_sum([epoch_log.train_loss * epoch_log.tokens, float(epoch_log.tokens)])
+        complete = not self.tracker.stopping
+        position = self.tracker.end_epoch(complete)
+        self.save(position, "epoch" if complete else "budget")
+        epoch, valid_loss = self.position["epoch"] + epoch_log.epoch, epoch_log.valid_loss
+        line = {
+            "epoch": epoch,
+            "complete": complete,
+            "train_loss": loss_sum / max(tokens, 1),
+            "valid_loss": valid_loss,
+            "valid_perplexity": math.exp(min(valid_loss, 50)) if valid_loss is not None else None,
+            "tokens_per_second": self.tracker.tokens_per_second(),
+            "seconds": position["seconds"],
+            "step": position["step"],
+        }
+        self.log.write(event="epoch", **line)
+        if self.cluster.is_first and valid_loss is not None and valid_loss < self.best_loss:
+            self.best_loss = valid_loss
+            save_checkpoint(
+                self.out / BEST_FILE, self.model, arch=self.settings.arch, epoch=epoch, valid_loss=valid_loss
+            )
+            self.log.write(event="best", epoch=epoch, valid_loss=valid_loss)
+        valid = (
+            f", valid loss {valid_loss:.3f} (perplexity {line['valid_perplexity']:.1f})"
+            if valid_loss is not None
+            else ""
+        )
+        self.console.say(
+            f"epoch {epoch}{'' if complete else ' (cut short)'}: train loss {line['train_loss']:.3f}{valid}, "
+            f"{line['tokens_per_second']:,.0f} target tokens/s, {format_duration(line['seconds'])} so far"
+        )
+        return False
+
+    def save(self, position: Position, reason: str) -> None:
+        """The checkpoint with the training state of every process (written by the first)."""
+        cluster = self.cluster
+        rng = cluster.gather(torch.get_rng_state())  # dropout's random state, of every process
+        cuda_rng = cluster.gather(torch.cuda.get_rng_state(cluster.device)) if cluster.device.type == "cuda" else []
+        if not cluster.is_first:
+            return
+        train_state = {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": rng,
+            "cuda_rng": cuda_rng,
+            "world": cluster.world,
+            "position": position,
+        }
+        save_checkpoint(self.out / CHECKPOINT_FILE, self.model, train_state=train_state, arch=self.settings.arch)
+        self.log.write(event="checkpoint", reason=reason, position=position)
