@@ -33,10 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 
-from notebook_index import NOTEBOOKS, read_notebook
+from notebook_index import NOTEBOOKS, read_notebook  # noqa: E402 (tests/ is on the path only from here when run as a script)
 
-#: Book pages that quote results; their numbers are looked up in every notebook's outputs and in the
-#: page's own front-matter declarations.
+#: Book pages that quote results; their figures are looked up in the sources each page names (PAGE_NOTE).
 PAGES = [ROOT / "book" / name for name in ("intro.md", "reproducibility.md", "running.md", "benchmarks.md")]
 
 MINUS = "−"
@@ -253,12 +252,25 @@ def _verbatim_in_code(claim: Claim, source: str) -> bool:
 
 #: A page's own lines about its figures, MyST comments that the book does not show:
 #:   % claims: results book/results/portability.json    (figures recorded by a script's run, with its machine)
+#:   % claims: results notebooks/03_attention.ipynb      (figures a chapter prints)
 #:   % claims: "0.98" Adam's beta2 in the paper's recipe   (a constant, with the reason)
 PAGE_NOTE = re.compile(r"^% claims: (?:results (?P<results>\S+)|\"(?P<figure>[^\"]+)\" (?P<reason>.+))$", re.MULTILINE)
 
 
-def check_page(path: Path, every_output: list[tuple[float, int]], report: Report | None = None) -> Report:
-    """A book page's figures: printed by a notebook, recorded in a results file it names, or declared."""
+def _outputs_of(notebook: Path) -> list[tuple[float, int]]:
+    numbers = []
+    for cell in read_notebook(notebook).cells:
+        if cell.cell_type == "code":
+            numbers += printed_numbers(_output_text(cell))
+    return numbers
+
+
+def check_page(path: Path, report: Report | None = None) -> Report:
+    """A book page's figures: printed by a notebook or recorded in a results file that the page names, or declared.
+
+    The sources are named, not searched for: among all the outputs of the book, almost any figure turns up
+    somewhere by chance.
+    """
     report = report or Report()
     text = path.read_text(encoding="utf-8")
     declared: set[str] = set()
@@ -268,7 +280,10 @@ def check_page(path: Path, every_output: list[tuple[float, int]], report: Report
             results = ROOT / note.group("results")
             if not results.is_file():
                 raise FileNotFoundError(f"{path.name} names {note.group('results')} as its results, and there is no such file")
-            recorded += printed_numbers(results.read_text(encoding="utf-8"))
+            if results.suffix == ".ipynb":
+                recorded += _outputs_of(results)
+            else:
+                recorded += printed_numbers(results.read_text(encoding="utf-8"))
         else:
             declared.add(note.group("figure"))
     found, cited = claims_in(PAGE_NOTE.sub(" ", text), str(path.relative_to(ROOT)))
@@ -277,25 +292,15 @@ def check_page(path: Path, every_output: list[tuple[float, int]], report: Report
         report.checked.append(claim)
         if claim.text in declared:
             report.declared.append(claim)
-        elif not supports(claim, every_output + recorded):
+        elif not supports(claim, recorded):
             report.unsupported.append(claim)
     return report
 
 
-def every_output() -> list[tuple[float, int]]:
-    numbers = []
-    for path in NOTEBOOKS:
-        for cell in read_notebook(path).cells:
-            if cell.cell_type == "code":
-                numbers += printed_numbers(_output_text(cell))
-    return numbers
-
-
 def main() -> int:
     total = 0
-    outputs = every_output()
     for path in NOTEBOOKS + PAGES:
-        report = check_notebook(path) if path.suffix == ".ipynb" else check_page(path, outputs)
+        report = check_notebook(path) if path.suffix == ".ipynb" else check_page(path)
         total += len(report.unsupported)
         print(f"{path.relative_to(ROOT)}: {len(report.checked)} claims, {len(report.unsupported)} unsupported, "
               f"{len(report.from_code)} settings written in the code, {len(report.declared)} declared, {len(report.cited)} cited")

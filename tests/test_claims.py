@@ -10,10 +10,10 @@ from claims import (
     check_notebook,
     check_page,
     claims_in,
-    every_output,
     printed_numbers,
     supports,
 )
+
 from notebook_index import NOTEBOOKS, ROOT
 
 
@@ -34,14 +34,9 @@ def test_every_figure_in_a_chapter_is_printed_by_a_cell(path):
     assert not report.unsupported, _unsupported_message(report)
 
 
-@pytest.fixture(scope="module")
-def outputs():
-    return every_output()
-
-
 @pytest.mark.parametrize("path", PAGES, ids=[p.name for p in PAGES])
-def test_every_figure_a_book_page_quotes_is_printed_or_declared(path, outputs):
-    report = check_page(path, outputs)
+def test_every_figure_a_book_page_quotes_is_printed_or_declared(path):
+    report = check_page(path)
     assert not report.unsupported, _unsupported_message(report)
 
 
@@ -118,7 +113,7 @@ def test_a_page_may_quote_a_recorded_run_and_declare_constants(tmp_path, monkeyp
         "The runs drift by 2.4e-5, with a slope of 1.06 and 0.98 for Adam, and 7.5 from nowhere.\n"
     )
     try:
-        report = claims.check_page(page, [])
+        report = claims.check_page(page)
     finally:
         page.unlink()
         results.unlink()
