@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from notebook_index import NOTEBOOKS, read_notebook  # noqa: E402 (tests/ is on the path only from here when run as a script)
 
 #: Book pages that quote results; their figures are looked up in the sources each page names (PAGE_NOTE).
-PAGES = [ROOT / "book" / name for name in ("intro.md", "reproducibility.md", "running.md", "benchmarks.md")]
+PAGES = sorted((ROOT / "book").glob("*.md"))
 
 MINUS = "−"
 _NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+|\d+"
@@ -109,7 +109,9 @@ def prose_of(markdown: str) -> str:
 
 
 def sentences(text: str) -> list[str]:
-    return [s for s in re.split(r"(?<=[.!?:;])\s+(?=[A-Z(*\"“])|\n\s*\n|\n\s*[-*]\s+|\n\|", text) if s.strip()]
+    """Sentences, list items and table rows: a citation exempts only the figures of its own sentence."""
+    ends = r"(?<=[.!?:;])\)?\s+(?=[A-Z(*\"“\x00])|(?<=\.\))\s+"
+    return [s for s in re.split(ends + r"|\n\s*\n|\n\s*[-*]\s+|\n\|", text) if s and s.strip()]
 
 
 def claims_in(markdown: str, where: str) -> tuple[list[Claim], list[Claim]]:
@@ -129,12 +131,12 @@ def claims_in(markdown: str, where: str) -> tuple[list[Claim], list[Claim]]:
                 value = float(part.replace(",", "")) * (-1 if m.group("sign") else 1)
                 decimals = len(part.split(".")[1]) if "." in part else 0
                 kind = {"%": "percent", "×": "ratio", "times": "ratio", "M": "million", "k": "thousand"}.get(unit, "number")
-                claim = Claim(where, m.group(0).strip(), value, decimals, kind, sentence.replace("\x00CITE", "{cite}"))
+                claim = Claim(where, " ".join(m.group(0).split()), value, decimals, kind, sentence.replace("\x00CITE", "{cite}"))
                 (cited if has_citation else found).append(claim)
         for m in WORD_RATIO.finditer(sentence):
             value = float(WORDS[m.group("word").lower()]) if m.group("word") else 2.0
             kind = "approximate ratio" if m.group("approx") else "ratio"
-            claim = Claim(where, m.group(0).strip(), value, 0, kind, sentence.replace("\x00CITE", "{cite}"))
+            claim = Claim(where, " ".join(m.group(0).split()), value, 0, kind, sentence.replace("\x00CITE", "{cite}"))
             (cited if has_citation else found).append(claim)
     return found, cited
 

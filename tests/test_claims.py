@@ -63,6 +63,13 @@ def test_ratios_in_words_and_percentages_of_fractions():
     assert supports(_claim("That is 30% of them."), printed)
 
 
+def test_a_citation_exempts_its_own_sentence_only():
+    found, cited = claims_in("The ratio is 0.77 here (see above.) {cite:t}`x` prove 2.5 more. As {cite:t}`y` say, 1.5.", "t")
+    assert [c.text for c in found] == ["0.77"] and [c.text for c in cited] == ["2.5", "1.5"]
+    found, _ = claims_in("It is nearly three\ntimes larger.", "t")
+    assert [c.text for c in found] == ["nearly three times"]
+
+
 def test_citations_code_math_and_names_are_not_claims():
     found, cited = claims_in("The paper reports 27.3 BLEU {cite}`vaswani2017attention`. Chapter 8.2 and `lr=0.5`, $\\beta_2 = 0.98$.", "t")
     assert not found and [c.text for c in cited] == ["27.3"]
