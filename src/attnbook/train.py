@@ -17,8 +17,13 @@ The recipe of Vaswani et al. (2017), chapter 8: :class:`NoamSchedule`, the
 learning rate that warms up linearly and then decays as the inverse square root
 of the step; :func:`paper_optimizer`, Adam with beta = (0.9, 0.98) and
 eps = 1e-9 driven by that schedule; and label smoothing in
-:func:`sequence_loss` (the true class gets ``1 - eps``, the other classes share
-``eps``), whose target distribution :func:`smoothed_targets` spells out.
+:func:`sequence_loss`. The paper uses label smoothing of 0.1 without giving a
+formula; it cites Szegedy et al. (2016), whose target is
+``(1 - eps) * one_hot(y) + eps / V`` over all ``V`` classes, exactly what
+PyTorch's ``cross_entropy(..., label_smoothing=eps)`` computes. The library
+uses a variant that keeps the mass off ``<pad>`` (the true class gets
+``1 - eps``, the ``V - 2`` classes that are neither the true one nor ``<pad>``
+share ``eps``), whose target distribution :func:`smoothed_targets` spells out.
 
 A checkpoint stores the weights and, beside them, the model's configuration;
 loading it into a model built from another configuration is an error that
@@ -76,7 +81,10 @@ def _check_smoothing(label_smoothing: float, vocab: int) -> float:
 def smoothed_targets(targets: torch.Tensor, vocab_size: int, label_smoothing: float, pad_id: int = 0) -> torch.Tensor:
     """The target distribution of label smoothing, ``(*targets.shape, vocab_size)``.
 
-    The true class gets ``1 - label_smoothing``; the rest is spread evenly over
+    The library's variant of the target of Szegedy et al. (2016), which gives
+    every class ``label_smoothing / vocab_size`` on top of
+    ``(1 - label_smoothing) * one_hot`` (see :func:`sequence_loss`): here the
+    true class gets ``1 - label_smoothing``, and the rest is spread evenly over
     the ``vocab_size - 2`` classes that are neither the true one nor ``<pad>``.
     ``<pad>`` gets nothing, because it is never a correct next token: mass on it
     would teach the model to write a token it must never write. Rows whose
@@ -106,8 +114,11 @@ def sequence_loss(
     class gets ``1 - eps`` and each of the ``V - 2`` classes that are neither the
     true one nor ``<pad>`` gets ``eps / (V - 2)`` (see :func:`smoothed_targets`),
     so the loss of a token is ``-(1 - eps) log p_y - eps / (V - 2) * sum log p_c``.
-    This is the paper's definition; PyTorch's ``label_smoothing`` argument
-    instead spreads ``eps`` over all ``V`` classes, the true one included.
+    This is the library's variant. The Transformer paper gives no formula; it
+    cites Szegedy et al. (2016), whose target is ``(1 - eps) * one_hot + eps / V``
+    over all ``V`` classes (the true class gets ``1 - eps + eps / V``, ``<pad>``
+    gets ``eps / V``), exactly what PyTorch's ``label_smoothing`` argument
+    computes. The variant gives ``<pad>``, never a correct next token, nothing.
     """
     if logits.dim() != 3:
         raise ValueError(f"logits must have shape (B, T, V), got shape {tuple(logits.shape)}")
