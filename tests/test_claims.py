@@ -28,13 +28,26 @@ def _unsupported_message(report) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+#: Files whose prose has not yet been corrected (issue 18 stays open for them): the test still runs on them and
+#: must still find unsupported figures there (strict), so that a file drops out of this list once it is corrected.
+NOT_YET_CORRECTED: dict[str, str] = {}
+
+
+def _pending(paths):
+    return [
+        pytest.param(p, id=p.name, marks=pytest.mark.xfail(strict=True, reason=NOT_YET_CORRECTED[p.name]))
+        if p.name in NOT_YET_CORRECTED else pytest.param(p, id=p.name)
+        for p in paths
+    ]
+
+
+@pytest.mark.parametrize("path", _pending(NOTEBOOKS))
 def test_every_figure_in_a_chapter_is_printed_by_a_cell(path):
     report = check_notebook(path)
     assert not report.unsupported, _unsupported_message(report)
 
 
-@pytest.mark.parametrize("path", PAGES, ids=[p.name for p in PAGES])
+@pytest.mark.parametrize("path", _pending(PAGES))
 def test_every_figure_a_book_page_quotes_is_printed_or_declared(path):
     report = check_page(path)
     assert not report.unsupported, _unsupported_message(report)
