@@ -8,10 +8,18 @@ chapters print of such runs: the loss of every step, the validation loss,
 statistics of the trained weights, and the decoded tokens.
 
 ``tests/test_portability.py`` runs it twice, on this machine's own CPU kernel
-path and on another one, and compares: in float64 the two runs must agree far
-beyond the three significant digits the chapters print; in float32 they must
-differ, which shows that the other kernel path really is another path (the
-comparison could fail) and that float64 is what makes the difference.
+path and on another one (:data:`OTHER_CPU`), and compares: in float64 the two
+runs must agree far beyond the three significant digits the chapters print; in
+float32 they must differ, which shows that the other kernel path really is
+another path (the comparison could fail) and that float64 is what makes the
+difference.
+
+``python tests/portability_probe.py --record book/results/portability.json``
+does what the test does, the four runs on both paths in both dtypes, and writes
+what it found: for each kind of model and each dtype, the largest relative
+difference between the two paths (:func:`largest_drift`) and whether the
+decoded tokens agree, with the machine it ran on. The page on reproducibility
+quotes it. About a minute on two cores.
 
 :data:`COVERED` lists the library's modules that these runs train;
 ``tests/test_portability.py`` checks that every notebook that trains uses no
@@ -20,11 +28,20 @@ other module of the library, so a new kind of model in a chapter needs a run her
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import torch
 from torch import nn
+
+#: Another CPU, as far as PyTorch can tell: no vector kernels in ATen, MKL and oneDNN on their
+#: most conservative code paths. (On ARM, ATen's "default" is valid too; the other two are ignored.)
+OTHER_CPU = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41"}
 
 #: The library modules (``attnbook.<module>.<name>``) whose training these runs exercise.
 COVERED = {
@@ -162,8 +179,109 @@ def runs() -> dict[str, dict]:
     return results
 
 
+# --- Comparing two runs ----------------------------------------------------------------------------
+
+
+def figures(run: dict) -> dict[str, float]:
+    """Every number of one run, by name."""
+    found = {f"loss at step {i + 1}": x for i, x in enumerate(run["losses"])}
+    found.update({f"weights' {name}": x for name, x in run["weights"].items()})
+    if run.get("valid_loss") is not None:
+        found["validation loss"] = run["valid_loss"]
+    return found
+
+
+def largest_drift(here: dict, other: dict) -> tuple[float, str]:
+    """The largest relative difference between two runs' figures, and which figure it is.
+
+    A single weight is compared relative to the weights' mean magnitude (it may itself be near zero).
+    """
+    scale = min(here["weights"]["mean |w|"], other["weights"]["mean |w|"])
+
+    def relative(a: float, b: float) -> float:
+        return 0.0 if a == b else abs(a - b) / max(abs(a), abs(b), scale)
+
+    a, b = figures(here), figures(other)
+    return max((relative(a[k], b[k]), k) for k in a)
+
+
+DECODINGS = ("greedy", "beam", "uncached")
+
+
+# --- Recording what the test compares -----------------------------------------------------------
+
+
+def probe_in_subprocess(dtype: str, env_changes: dict[str, str]) -> dict:
+    """The probe's runs in ``dtype``, in a fresh process whose environment has ``env_changes``."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root / "src"), "PYTHONHASHSEED": "0", **env_changes}
+    result = subprocess.run(
+        [sys.executable, __file__, dtype], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )
+    if result.returncode:
+        raise RuntimeError(f"the probe failed ({dtype}, {env_changes or 'this path'}):\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout)
+
+
+def record(path: Path) -> dict:
+    """Run the probe on both paths in both dtypes (two at a time) and write what differs to ``path``."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from machine import describe
+
+    jobs = {(dtype, where): (dtype, {} if where == "here" else OTHER_CPU)
+            for dtype in ("float64", "float32") for where in ("here", "other")}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {key: pool.submit(probe_in_subprocess, *args) for key, args in jobs.items()}
+        probes = {key: future.result() for key, future in futures.items()}
+    drift, figure, same_tokens = {}, {}, {}
+    for name in probes["float64", "here"]["runs"]:
+        for dtype in ("float64", "float32"):
+            here, other = probes[dtype, "here"]["runs"][name], probes[dtype, "other"]["runs"][name]
+            value, which = largest_drift(here, other)
+            drift.setdefault(name, {})[dtype] = float(f"{value:.2g}")
+            figure.setdefault(name, {})[dtype] = which
+            if "greedy" in here:
+                same_tokens.setdefault(name, {})[dtype] = all(here[d] == other[d] for d in DECODINGS)
+    report = {
+        "what": "each kind of model the chapters train, trained briefly from the same seeds on this machine's own "
+        "CPU kernel path and on another CPU's, in float64 and in float32: the largest relative difference between "
+        "the two paths among the losses of every step, the validation loss and statistics of the trained weights; "
+        "and whether greedy, beam and uncached decoding wrote the same tokens on both paths",
+        "command": "python tests/portability_probe.py --record " + str(path),
+        "machine": describe(),
+        "steps per run": STEPS_PER_RUN,
+        "threads": 1,
+        "kernel paths": {
+            "here": {"environment": {}, "torch's own kernels": probes["float64", "here"]["capability"]},
+            "other": {"environment": OTHER_CPU, "torch's own kernels": probes["float64", "other"]["capability"]},
+        },
+        "largest relative drift": drift,
+        "largest over every model": {
+            dtype: max(d[dtype] for d in drift.values()) for dtype in ("float64", "float32")
+        },
+        "smallest over every model": {
+            dtype: min(d[dtype] for d in drift.values()) for dtype in ("float64", "float32")
+        },
+        "the figure that drifts most": figure,
+        "same decoded tokens on both paths": same_tokens,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return report
+
+
 def main(argv: list[str]) -> int:
-    dtype = {"float64": torch.float64, "float32": torch.float32}[argv[0] if argv else "float64"]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dtype", nargs="?", default="float64", choices=["float64", "float32"])
+    parser.add_argument("--record", type=Path, metavar="JSON", help="run on both paths in both dtypes, write here")
+    args = parser.parse_args(argv)
+    if args.record:
+        report = record(args.record)
+        for name, drifts in report["largest relative drift"].items():
+            print(f"{name:<66} float64 {drifts['float64']:.1e}   float32 {drifts['float32']:.1e}")
+        print(f"written to {args.record}")
+        return 0
+    dtype = {"float64": torch.float64, "float32": torch.float32}[args.dtype]
     torch.set_default_dtype(dtype)
     torch.set_num_threads(1)
     report = {"capability": torch.backends.cpu.get_cpu_capability(), "dtype": str(dtype), "runs": runs()}

@@ -43,12 +43,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from portability_probe import OTHER_CPU, largest_drift  # another CPU's kernel path; how far two runs drift apart
 
 from notebook_index import NOTEBOOKS, ROOT, TRAINING_NOTEBOOKS, read_notebook
-
-#: Another CPU, as far as PyTorch can tell: no vector kernels in ATen, MKL and oneDNN on their
-#: most conservative code paths. (On ARM, ATen's "default" is valid too; the other two are ignored.)
-OTHER_CPU = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41"}
 
 #: Notebooks that do not train: rerun whole on the other path.
 QUICK_NOTEBOOKS = [p for p in NOTEBOOKS if p not in TRAINING_NOTEBOOKS]
@@ -116,29 +113,6 @@ def probes() -> dict[tuple[str, str], dict]:
         return {key: future.result() for key, future in futures.items()}
 
 
-def _figures(run: dict) -> dict[str, float]:
-    """Every number of one run, by name."""
-    figures = {f"loss at step {i + 1}": x for i, x in enumerate(run["losses"])}
-    figures.update({f"weights' {name}": x for name, x in run["weights"].items()})
-    if run.get("valid_loss") is not None:
-        figures["validation loss"] = run["valid_loss"]
-    return figures
-
-
-def _largest_drift(here: dict, other: dict) -> tuple[float, str]:
-    """The largest relative difference between two runs' figures, and which figure it is.
-
-    A single weight is compared relative to the weights' mean magnitude (it may itself be near zero).
-    """
-    scale = min(here["weights"]["mean |w|"], other["weights"]["mean |w|"])
-
-    def relative(a: float, b: float) -> float:
-        return 0.0 if a == b else abs(a - b) / max(abs(a), abs(b), scale)
-
-    a, b = _figures(here), _figures(other)
-    return max((relative(a[k], b[k]), k) for k in a)
-
-
 def _paths_differ(probes) -> bool:
     return probes["float64", "here"]["capability"] != probes["float64", "other"]["capability"]
 
@@ -148,7 +122,7 @@ def test_every_kind_of_model_trains_to_the_same_figures_on_another_kernel_path_i
     here, other = probes["float64", "here"], probes["float64", "other"]
     assert here["runs"].keys() == other["runs"].keys()
     for name in here["runs"]:
-        drift, where = _largest_drift(here["runs"][name], other["runs"][name])
+        drift, where = largest_drift(here["runs"][name], other["runs"][name])
         assert drift <= FLOAT64_AGREEMENT, (
             f"{name}: in float64, its {where} differs by {drift:.1e} (relative) between this CPU's kernels "
             f"({here['capability']}) and {OTHER_CPU}: the chapters' trained figures would not reproduce on other CPUs"
@@ -165,7 +139,7 @@ def test_in_float32_the_same_runs_differ_so_the_comparison_can_fail(probes):
         pytest.skip(f"this machine's own kernel path is already {probes['float64', 'here']['capability']}: "
                     "there is no second path to compare with")
     here, other = probes["float32", "here"], probes["float32", "other"]
-    drifts = {name: _largest_drift(here["runs"][name], other["runs"][name])[0] for name in here["runs"]}
+    drifts = {name: largest_drift(here["runs"][name], other["runs"][name])[0] for name in here["runs"]}
     assert max(drifts.values()) > 100 * FLOAT64_AGREEMENT, (
         f"in float32 the two kernel paths gave the same figures ({drifts}): the other path is not another path, "
         "so the float64 comparison proves nothing"

@@ -38,6 +38,12 @@ CPU cannot take are reported as such)::
 
 The summary table lists, for each kernel path, the operations whose results
 differ from the reference and the largest relative difference seen.
+
+``--record book/results/kernel_paths.json`` runs steps 1 and 2 in float32 and
+in float64 (about two minutes on two cores) and writes the table of each, with
+the kernels each path really got and the machine; the page on reproducibility
+quotes it. (How far whole training runs drift apart is recorded by
+``tests/portability_probe.py --record``, for every kind of model.)
 """
 
 from __future__ import annotations
@@ -208,7 +214,7 @@ def child_replay(recorded: Path, out: Path) -> None:
                     entry["max_rel"] = max(entry["max_rel"], (e - g).abs().max().item() / scale)
                     break
         report[step_name] = dict(per_op)
-    out.write_text(json.dumps(report))
+    out.write_text(json.dumps({"capability": torch.backends.cpu.get_cpu_capability(), "steps": report}))
 
 
 def child_train(out: Path, dtype: str, steps: int) -> None:
@@ -260,7 +266,77 @@ def _run(mode: str, changes: dict, *args: str) -> None:
     cmd = [sys.executable, __file__, "--child", mode, *args]
     result = subprocess.run(cmd, env=_environment(changes), capture_output=True, text=True)
     if result.returncode:
-        raise RuntimeError(f"{mode} under {changes} failed:\n{result.stderr[-2000:]}")
+        how = f"killed by signal {-result.returncode}" if result.returncode < 0 else f"exit status {result.returncode}"
+        raise RuntimeError(f"{mode} under {changes} failed ({how}):\n{result.stderr[-2000:]}")
+
+
+def compare_paths(dtype: str, folder: Path) -> dict:
+    """Record one step of each model on the reference path, replay it on every other path; what differs.
+
+    Returns ``{"differing": {(step, op): {path: (calls that differ, calls, largest relative difference)}},
+    "capability": {path: torch's own kernels there}, "failed": {path: why}}``.
+    """
+    recorded = folder / f"recorded-{dtype}.pt"
+    print(f"reference path: {REFERENCE}; dtype {dtype}; one training step recorded op by op", flush=True)
+    _run("record", {}, str(recorded), dtype)
+    differing = collections.defaultdict(dict)  # (step, op) -> {path: (differ, calls, max_rel)}
+    capability, failed = {}, {}
+    for label, changes in PATHS.items():
+        out = folder / f"replay-{dtype}-{label}.json"
+        try:
+            _run("replay", changes, str(recorded), str(out))
+        except RuntimeError as err:
+            failed[label] = str(err).splitlines()[0]
+            print(f"  {label}: could not run ({failed[label]})")
+            continue
+        report = json.loads(out.read_text())
+        capability[label] = report["capability"]
+        n_diff = 0
+        for step_name, ops in report["steps"].items():
+            for op, entry in ops.items():
+                if entry["differ"]:
+                    differing[step_name, op][label] = (entry["differ"], entry["calls"], entry["max_rel"])
+                    n_diff += 1
+        print(f"  {label:>20}: {n_diff} (step, operation) pairs differ from the reference", flush=True)
+    return {"differing": differing, "capability": capability, "failed": failed}
+
+
+def record(path: Path, folder: Path) -> int:
+    """Compare the paths in float32 and in float64; write both tables, the paths' kernels and the machine."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from machine import describe
+
+    report = {
+        "what": "one training step of chapter 3's attention GRU and of chapter 5's two-head model, recorded "
+        "operation by operation on the reference path, then every operation replayed on the same inputs under "
+        "each other path: the operations whose results differ, how many of their calls differ, and the largest "
+        "difference relative to the largest magnitude of the result",
+        "command": f"python tests/benchmarks/probe_kernel_paths.py --record {path}",
+        "machine": describe(),
+        "reference path": REFERENCE,
+        "paths": {},
+    }
+    for dtype in ("float32", "float64"):
+        compared = compare_paths(dtype, folder)
+        rows = [
+            {"step": step_name, "operation": op, "path": label, "calls that differ": d, "calls": c,
+             "largest relative difference": float(f"{r:.1g}")}
+            for (step_name, op), by_path in sorted(compared["differing"].items())
+            for label, (d, c, r) in by_path.items()
+        ]
+        largest = {label: max((row["largest relative difference"] for row in rows if row["path"] == label), default=0.0)
+                   for label in compared["capability"]}
+        report[dtype] = {"differing operations": rows, "largest relative difference by path": largest}
+        for label, changes in PATHS.items():
+            entry = report["paths"].setdefault(label, {"environment": changes})
+            if label in compared["failed"]:
+                entry["could not run"] = compared["failed"][label]
+            else:
+                entry["torch's own kernels"] = compared["capability"][label]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"written to {path}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--train-steps", type=int, default=150)
     parser.add_argument("--skip-train", action="store_true")
+    parser.add_argument("--record", type=Path, metavar="JSON",
+                        help="compare the paths in float32 and float64 (no training) and write the tables here")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -279,30 +357,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     folder = Path(tempfile.mkdtemp(prefix="kernel-paths-"))
-    recorded = folder / "recorded.pt"
-    print(f"reference path: {REFERENCE}; dtype {args.dtype}; one training step recorded op by op", flush=True)
-    _run("record", {}, str(recorded), args.dtype)
-    differing = collections.defaultdict(dict)  # (step, op) -> {path: (differ, calls, max_rel)}
-    for label, changes in PATHS.items():
-        out = folder / f"replay-{label}.json"
-        try:
-            _run("replay", changes, str(recorded), str(out))
-        except RuntimeError as err:
-            print(f"  {label}: could not run ({str(err).splitlines()[-1]})")
-            continue
-        report = json.loads(out.read_text())
-        n_diff = 0
-        for step_name, ops in report.items():
-            for op, entry in ops.items():
-                if entry["differ"]:
-                    differing[step_name, op][label] = (entry["differ"], entry["calls"], entry["max_rel"])
-                    n_diff += 1
-        print(f"  {label:>20}: {n_diff} (step, operation) pairs differ from the reference", flush=True)
-
+    if args.record:
+        return record(args.record, folder)
+    compared = compare_paths(args.dtype, folder)
+    labels = list(PATHS)
     print(f"\nOperations whose result differs from the reference path ({args.dtype}), on identical inputs:")
     print("calls that differ / calls, largest relative difference")
-    labels = list(PATHS)
-    for (step_name, op), by_path in sorted(differing.items()):
+    for (step_name, op), by_path in sorted(compared["differing"].items()):
         cells = [f"{label}: {d}/{c} ({r:.0e})" for label in labels if (hit := by_path.get(label)) for d, c, r in [hit]]
         print(f"  [{step_name}] {op}: " + "; ".join(cells))
 
