@@ -123,10 +123,12 @@ def prefix_softmax_pool(
         raise ValueError(f"chunk must be at least 2 positions, got {chunk}")
     scores = scores.transpose(1, 2)  # (B, H, N): heads first from here on
     features = torch.cat([values.transpose(1, 2), values.new_ones(B, H, N, 1)], dim=-1)  # [v_j, 1]
-    if ignore is not None:  # padding: no weight in either sum, and no say in the running maximum
-        scores = scores.masked_fill(ignore[:, None, :], _lowest(scores))
-        features = features.masked_fill(ignore[:, None, :, None], 0.0)
-    running_max = scores.detach().cummax(dim=-1).values  # m_i: a shift, so a constant for autograd
+    hidden = None if ignore is None else ignore[:, None, :]  # (B, 1, N)
+    # m_i: a shift, so a constant for autograd; padding has no say in it
+    running_max = (scores if hidden is None else scores.masked_fill(hidden, _lowest(scores))).detach().cummax(dim=-1).values
+    if hidden is not None:  # padding: zero features, so no weight in either sum, and a harmless score s_j = m_j
+        scores = torch.where(hidden, running_max, scores)
+        features = features.masked_fill(hidden[..., None], 0.0)
     sums = _prefix_sums(scores, running_max, features, chunk)
     total = sums[..., -1:]  # at least 1, since the largest term is exp(0) = 1 ...
     if ignore is not None:  # ... or 0 where there is nothing to pool yet: zeros, not 0 / 0
@@ -181,8 +183,10 @@ def _prefix_sums_by_grid(scores: torch.Tensor, running_max: torch.Tensor, featur
     n = scores.shape[-1]
     position = torch.arange(n, device=scores.device)
     future = position[None, :] > position[:, None]  # (i, j): j comes after i
-    exponents = (scores[..., None, :] - running_max[..., :, None]).masked_fill(future, _lowest(scores))
-    return torch.exp(exponents) @ features  # (..., i, j) @ (..., j, f)
+    # Above the diagonal s_j - m_i may be positive: exponentiate 0 there instead, then zero those weights.
+    # (Filling in a huge negative number would give the same zeros, but CPUs compute exp slowly where it underflows.)
+    exponents = (scores[..., None, :] - running_max[..., :, None]).masked_fill(future, 0.0)
+    return torch.exp(exponents).masked_fill(future, 0.0) @ features  # (..., i, j) @ (..., j, f)
 
 
 def _lowest(x: torch.Tensor) -> float:
