@@ -334,17 +334,23 @@ def test_prefix_softmax_pool_never_overflows(dtype, scale):
     scores, values, ignore = _pool_inputs(40, seed=5, scale=scale, dtype=dtype)
     scores[:, :20] = scores[:, :20].abs()  # a run of large positive scores ...
     scores[:, 20:] = -scores[:, 20:].abs()  # ... then large negative ones
+    scores.requires_grad_()
+    values.requires_grad_()
     got = prefix_softmax_pool(scores, values, ignore, chunk=4)
     assert torch.isfinite(got).all()
     tolerance = {torch.float64: 1e-12, torch.float32: 1e-5}[dtype]
     torch.testing.assert_close(got, _explicit_causal_pool(scores, values, ignore), rtol=0, atol=tolerance)
+    got.sum().backward()
+    assert torch.isfinite(scores.grad).all() and torch.isfinite(values.grad).all()
 
 
 def test_prefix_softmax_pool_gradients_by_finite_differences():
-    scores, values, ignore = _pool_inputs(13, seed=6, scale=3.0)
-    scores.requires_grad_()
-    values.requires_grad_()
-    assert torch.autograd.gradcheck(lambda s, v: prefix_softmax_pool(s, v, ignore, chunk=3), (scores, values))
+    """7 positions in chunks of 2: three levels, padded chunks, padding at both ends of the sequence."""
+    g = torch.Generator().manual_seed(6)
+    scores = (3 * torch.randn(1, 7, 1, generator=g, dtype=torch.float64)).requires_grad_()
+    values = torch.randn(1, 7, 1, 2, generator=g, dtype=torch.float64).requires_grad_()
+    ignore = torch.tensor([[True, False, False, True, False, False, True]])
+    assert torch.autograd.gradcheck(lambda s, v: prefix_softmax_pool(s, v, ignore, chunk=2), (scores, values))
 
 
 def test_prefix_softmax_pool_refuses_a_chunk_of_one():

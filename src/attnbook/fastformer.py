@@ -122,7 +122,7 @@ def prefix_softmax_pool(
     if chunk < 2:
         raise ValueError(f"chunk must be at least 2 positions, got {chunk}")
     scores = scores.transpose(1, 2)  # (B, H, N): heads first from here on
-    features = torch.cat([values.transpose(1, 2), values.new_ones(B, H, N, 1)], dim=-1)  # [v_j, 1]
+    features = F.pad(values.transpose(1, 2), (0, 1), value=1.0)  # [v_j, 1]: (B, H, N, d_h + 1)
     hidden = None if ignore is None else ignore[:, None, :]  # (B, 1, N)
     # m_i: a shift, so a constant for autograd; padding has no say in it
     running_max = (scores if hidden is None else scores.masked_fill(hidden, _lowest(scores))).detach().cummax(dim=-1).values
@@ -179,14 +179,15 @@ def _prefix_sums(scores: torch.Tensor, running_max: torch.Tensor, features: torc
 
 
 def _prefix_sums_by_grid(scores: torch.Tensor, running_max: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
-    """The same sums with an ``n × n`` grid of weights ``exp(s_j - m_i)``, zero above the diagonal (``j > i``)."""
-    n = scores.shape[-1]
-    position = torch.arange(n, device=scores.device)
-    future = position[None, :] > position[:, None]  # (i, j): j comes after i
-    # Above the diagonal s_j - m_i may be positive: exponentiate 0 there instead, then zero those weights.
-    # (Filling in a huge negative number would give the same zeros, but CPUs compute exp slowly where it underflows.)
-    exponents = (scores[..., None, :] - running_max[..., :, None]).masked_fill(future, 0.0)
-    return torch.exp(exponents).masked_fill(future, 0.0) @ features  # (..., i, j) @ (..., j, f)
+    """The same sums with an ``n × n`` grid of weights ``exp(s_j - m_i)``, kept where ``j ≤ i`` (``tril``).
+
+    For ``j ≤ i``, ``m_i = max(m_i, m_j)``, as ``m`` never decreases. Above the
+    diagonal ``s_j - m_i`` could be large and ``exp`` overflow; ``max(m_i, m_j)``
+    keeps every exponent at most 0 there too, so the weights that ``tril``
+    drops are finite (an infinite one would turn gradients into NaN).
+    """
+    reference = torch.maximum(running_max[..., :, None], running_max[..., None, :])  # (..., i, j)
+    return torch.exp(scores[..., None, :] - reference).tril() @ features  # (..., i, j) @ (..., j, f)
 
 
 def _lowest(x: torch.Tensor) -> float:
