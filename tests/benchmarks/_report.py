@@ -87,12 +87,12 @@ def describe(info: dict, load_before: list[float], load_after: list[float]) -> s
 
 
 def format_number(x: float) -> str:
-    """Three significant figures, without scientific notation for the sizes benchmarks produce."""
+    """Three decimals for ratios near 1 (0.1 to 10), else three significant figures; never scientific notation."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
     if x == 0:
         return "0"
-    digits = max(0, 2 - int(math.floor(math.log10(abs(x)))))
+    digits = 3 if 0.1 <= abs(x) < 10 else max(0, 2 - int(math.floor(math.log10(abs(x)))))
     return f"{x:,.{digits}f}"
 
 
@@ -135,12 +135,13 @@ class Report:
         self.figures[key] = value
 
     def target(self, name: str, measured: float, limit: float, *, higher_is_better: bool = False,
-               met: bool | None = None, unit: str = "", note: str = "") -> bool:
+               met: bool | None = None, rule: str = "", unit: str = "", note: str = "") -> bool:
         """Record a target and return whether it is met.
 
         By default the target is ``measured <= limit`` (``higher_is_better``:
         ``>=``). ``met`` overrides the comparison where the rule is not a plain
-        bound (a tie within noise, say); ``note`` then says what the rule is.
+        bound (a tie within noise, say); ``rule`` then says it in a few words
+        (the summary shows it in place of the limit) and ``note`` in a sentence.
         A measurement that could not be made is ``float('nan')``: not met.
         """
         if met is None:
@@ -148,7 +149,7 @@ class Report:
             met = bool(met) and not math.isnan(measured)
         self.targets.append({
             "name": name, "measured": measured, "limit": limit,
-            "comparison": ">=" if higher_is_better else "<=", "unit": unit, "met": bool(met), "note": note,
+            "comparison": ">=" if higher_is_better else "<=", "rule": rule, "unit": unit, "met": bool(met), "note": note,
         })
         return bool(met)
 

@@ -171,7 +171,8 @@ def report(B: int, T: int, d: int, h: int, bias: bool, target: float | None, tim
         print(f"  target ours / floor <= {FLOOR_TARGET}: {medians['ours'] / floor:.3f}, {'met' if met else 'NOT met'}")
         tie = low <= 1.0
         record.target(f"ours / faster peer, {label}", statistics.median(per_round), 1.0, met=tie,
-                      note="parity within noise: met while the 95% interval of the per-round ratio reaches 1.0")
+                      rule=f"tie: 95% CI {low:.3f}-{high:.3f}",
+                      note="tie: parity within noise, met while the 95% confidence interval of the median per-round ratio reaches 1.0")
         print(f"  target parity with the faster peer (95% interval reaches 1.0): {'met' if tie else 'NOT met'}")
     else:
         met = record.target(f"ours / faster peer, {label}", ratio, target)

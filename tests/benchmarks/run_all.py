@@ -64,7 +64,8 @@ def rows_of(script: Path, status: int, seconds: float, record: dict | None) -> l
         return [{"script": name, "target": "figures only, no target", "measured": None, "limit": None,
                  "result": f"ran, {seconds:.0f} s", "ok": True}]
     return [
-        {"script": name, "target": t["name"], "measured": t["measured"], "limit": f"{t['comparison']} {format_number(t['limit'])}",
+        {"script": name, "target": t["name"], "measured": t["measured"],
+         "limit": t.get("rule") or f"{t['comparison']} {format_number(t['limit'])}",
          "result": "met" if t["met"] else "NOT met", "ok": t["met"], "note": t.get("note", "")}
         for t in record["targets"]
     ]
@@ -109,9 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     info = machine()
     print(f"\n{'=' * 100}\nSummary of {len(todo)} benchmarks, {total / 60:.1f} minutes\n")
     print(table(rows))
-    notes = [f"  {r['script']}, {r['target']}: {r['note']}" for r in rows if r.get("note")]
-    if notes:
-        print("\n" + "\n".join(notes))
+    notes: dict[str, list[str]] = {}
+    for r in rows:
+        if r.get("note"):
+            notes.setdefault(r["note"], []).append(r["script"])
+    for note, where in notes.items():
+        print(f"\n{note} ({', '.join(dict.fromkeys(where))})")
     print(f"\nmachine: {describe(info, load_before, load_after)} (load over 1, 5, 15 min: "
           f"before {load_before}, after {load_after})")
     if threads:
