@@ -26,7 +26,8 @@ from torch.nn.utils.rnn import pad_sequence  # noqa: E402
 
 from attnbook.data import Batch, Vocab, collate, generate_pairs, make_batches, split_pairs, tokenize  # noqa: E402
 from attnbook.masks import padding_mask  # noqa: E402
-from _report import Report  # noqa: E402
+
+from _report import Report  # noqa: E402  (this folder)
 
 
 def timed(fn, repeats: int):
@@ -111,7 +112,8 @@ def main(argv=None) -> int:
         "generate": t_gen, "tokenize": t_tok, "vocabularies": t_vocab, "encode": t_loader, "epoch_bucketed": t_epoch,
         "total": total, "epoch_random": t_epoch_plain, "collate_ours": t_ours, "collate_pad_sequence": t_pad_seq}.items()})
     record.figure("padding_share", {"bucketed": round(share, 4), "random": round(share_plain, 4)})
-    record.figure("ratios", {"random_over_bucketed": round(t_epoch_plain / t_epoch, 2), "pad_sequence_over_collate": round(t_pad_seq / t_ours, 2)})
+    record.figure("ratios", {"random_over_bucketed": round(t_epoch_plain / t_epoch, 2),
+                             "pad_sequence_over_collate": round(t_pad_seq / t_ours, 2)})
     return record.finish()
 
 

@@ -38,7 +38,6 @@ import random
 import statistics
 import sys
 import time
-
 from pathlib import Path
 
 import torch
@@ -145,7 +144,8 @@ def _table(lengths: list[int], columns: dict[str, dict[int, float]], fmt: str) -
     widths = [max(11, len(name)) + 2 for name in columns]
     lines = [f"{'N':>7}" + "".join(f"{name:>{w}}" for name, w in zip(columns, widths))]
     for n in lengths:
-        lines.append(f"{n:>7,}" + "".join(f"{fmt.format(col[n]) if n in col else '':>{w}}" for col, w in zip(columns.values(), widths)))
+        cells = (fmt.format(col[n]) if n in col else "" for col in columns.values())
+        lines.append(f"{n:>7,}" + "".join(f"{cell:>{w}}" for cell, w in zip(cells, widths)))
     return "\n".join(lines)
 
 

@@ -172,7 +172,8 @@ def report(B: int, T: int, d: int, h: int, bias: bool, target: float | None, tim
         tie = low <= 1.0
         record.target(f"ours / faster peer, {label}", statistics.median(per_round), 1.0, met=tie,
                       rule=f"tie: 95% CI {low:.3f}-{high:.3f}",
-                      note="tie: parity within noise, met while the 95% confidence interval of the median per-round ratio reaches 1.0")
+                      note="tie: parity within noise, met while the 95% confidence interval "
+                           "of the median per-round ratio reaches 1.0")
         print(f"  target parity with the faster peer (95% interval reaches 1.0): {'met' if tie else 'NOT met'}")
     else:
         met = record.target(f"ours / faster peer, {label}", ratio, target)

@@ -222,14 +222,16 @@ def report_training(times: dict[str, list[float]], record: Report) -> None:
     print(f"  ours / d2l                   {medians['ours'] / medians['d2l']:8.3f}")
     print(f"  ours / faster of the two     {ratio:8.3f}   (ratio of medians; per round: median "
           f"{statistics.median(per_round):.3f}, 95% interval {low:.3f} to {high:.3f})")
-    figures.update(ours_over_torch=round(medians["ours"] / medians["torch"], 3), ours_over_d2l=round(medians["ours"] / medians["d2l"], 3),
+    figures.update(ours_over_torch=round(medians["ours"] / medians["torch"], 3),
+                   ours_over_d2l=round(medians["ours"] / medians["d2l"], 3),
                    ours_over_faster=round(ratio, 3), per_round_median=round(statistics.median(per_round), 3),
                    per_round_interval_95=[round(low, 3), round(high, 3)])
     record.figure("training", figures)
     tie = low <= TRAIN_TARGET
     record.target("training step, ours / faster of torch and d2l", statistics.median(per_round), TRAIN_TARGET, met=tie,
                   rule=f"tie: 95% CI {low:.3f}-{high:.3f}",
-                  note="tie: parity within noise, met while the 95% confidence interval of the median per-round ratio reaches 1.0")
+                  note="tie: parity within noise, met while the 95% confidence interval "
+                       "of the median per-round ratio reaches 1.0")
     print(f"  target parity with the faster (95% interval reaches {TRAIN_TARGET}): {'met' if tie else 'NOT met'}")
 
 

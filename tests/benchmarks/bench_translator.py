@@ -196,8 +196,8 @@ def kv_cache(corpus, repeats: int, n_tokens: int = 64) -> dict[str, dict[str, fl
                 for cache in (True, False):
                     times[cache].append(generate(model, src, mask, n_tokens, cache))
             cached, uncached = statistics.median(times[True]), statistics.median(times[False])
-            results[f"{label}, batch {batch_size}"] = {"cached_ms": round(1000 * cached, 1), "uncached_ms": round(1000 * uncached, 1),
-                                                       "speedup": round(uncached / cached, 2)}
+            results[f"{label}, batch {batch_size}"] = {
+                "cached_ms": round(1000 * cached, 1), "uncached_ms": round(1000 * uncached, 1), "speedup": round(uncached / cached, 2)}
             print(f"  batch {batch_size:>2}: cached {1000 * cached:8.1f} ms, uncached {1000 * uncached:8.1f} ms, speed-up {uncached / cached:.1f}x")
     return results
 

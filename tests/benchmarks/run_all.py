@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     rows, runs, threads = [], [], {}
     for i, script in enumerate(todo, 1):
-        print(f"\n{'=' * 100}\n[{i}/{len(todo)}] {script.name}   (load average {load()[0] if load() else 'n/a'})\n{'=' * 100}", flush=True)
+        now = load()
+        print(f"\n{'=' * 100}\n[{i}/{len(todo)}] {script.name}   (load average {now[0] if now else 'n/a'})\n{'=' * 100}", flush=True)
         status, seconds = run(script, run_id)
         record = read_record(script, run_id)
         rows += rows_of(script, status, seconds, record)
