@@ -4,7 +4,7 @@
 #               checkers, notebook hygiene, strict nbval over every notebook, strict book build)
 # Other targets: make env, make lab (JupyterLab on localhost, in notebooks/),
 # make execute (re-run every notebook in place), make bench (the benchmarks in
-# tests/benchmarks, kept out of the timed tests), make clean.
+# tests/benchmarks, kept out of the timed tests, then one summary table), make clean.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -47,8 +47,10 @@ lab: env
 execute: env
 	$(PY) -m attnbook.book execute notebooks/*.ipynb
 
+# Every tests/benchmarks/bench_*.py, even after one misses a target; then one summary table.
+# Exits non-zero only after the summary, if a target was missed or a script failed.
 bench: env
-	for script in tests/benchmarks/bench_*.py; do $(PY) $$script || exit 1; done
+	$(PY) tests/benchmarks/run_all.py
 
 clean:
 	rm -rf _build .pytest_cache

@@ -287,34 +287,108 @@ def test_causal_last_position_equals_the_bidirectional_global_query():
     torch.testing.assert_close(running[:, -1], full[:, 0], rtol=0, atol=1e-12)
 
 
-def test_prefix_softmax_pool_equals_an_explicit_causal_softmax():
-    g = torch.Generator().manual_seed(4)
-    B, N, Hh, dh = 2, 11, 3, 4
-    scores = torch.randn(B, N, Hh, generator=g, dtype=torch.float64) * 30
-    values = torch.randn(B, N, Hh, dh, generator=g, dtype=torch.float64)
-    values[0, 3, 1, 2] = 0.0  # an exact zero value
-    ignore = padding_mask(torch.tensor([11, 6]), N)
-    ignore[1, 0] = True  # the first position padded: position 0 of row 1 sees nothing
+def _explicit_causal_pool(scores, values, ignore):
+    """The N x N causal softmax, with -inf above the diagonal and on padding (the quadratic reference)."""
+    B, N, Hh, _ = values.shape
     causal = torch.ones(N, N, dtype=torch.bool).triu(1)
     hidden = causal[None, None] | ignore[:, None, None, :]  # (B, 1, N, N)
     s = scores.transpose(1, 2)[:, :, None, :].expand(B, Hh, N, N)  # (B, H, i, j)
     weights = torch.softmax(s.masked_fill(hidden, -math.inf), dim=-1).nan_to_num(0.0)
-    expected = (weights @ values.transpose(1, 2)).transpose(1, 2)  # (B, N, H, dh)
+    return (weights @ values.transpose(1, 2)).transpose(1, 2)  # (B, N, H, dh)
+
+
+def _pool_inputs(N, seed=4, scale=30.0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    B, Hh, dh = 2, 3, 4
+    scores = torch.randn(B, N, Hh, generator=g, dtype=dtype) * scale
+    values = torch.randn(B, N, Hh, dh, generator=g, dtype=dtype)
+    values[0, min(3, N - 1), 1, 2] = 0.0  # an exact zero value
+    ignore = padding_mask(torch.tensor([N, max(1, N // 2)]), N)
+    ignore[1, 0] = True  # the first position padded: position 0 of row 1 sees nothing
+    return scores, values, ignore
+
+
+def test_prefix_softmax_pool_equals_an_explicit_causal_softmax():
+    scores, values, ignore = _pool_inputs(11)
     got = prefix_softmax_pool(scores, values, ignore)
-    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(got, _explicit_causal_pool(scores, values, ignore), rtol=0, atol=1e-12)
     assert (got[1, 0] == 0).all()
 
 
-def test_causal_cost_grows_linearly_no_n_by_n_tensor():
-    """The causal path never materializes an N x N tensor: every intermediate has at most N x d entries."""
-    layer = FastSelfAttention(16, 4)
-    N = 64
-    x = torch.randn(1, N, 16)
+@pytest.mark.parametrize("N", [1, 2, 7, 16, 17, 50, 129])
+@pytest.mark.parametrize("chunk", [2, 3, 4, 16])
+def test_prefix_softmax_pool_in_chunks_equals_the_explicit_softmax(N, chunk):
+    """Every way of cutting the sequence gives the same pools: one grid, chunks, chunks of chunks, a padded last chunk."""
+    scores, values, ignore = _pool_inputs(N, seed=N)
+    got = prefix_softmax_pool(scores, values, ignore, chunk=chunk)
+    torch.testing.assert_close(got, _explicit_causal_pool(scores, values, ignore), rtol=0, atol=1e-12)
+    no_padding = torch.zeros_like(ignore)
+    torch.testing.assert_close(
+        prefix_softmax_pool(scores, values, chunk=chunk), _explicit_causal_pool(scores, values, no_padding), rtol=0, atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("dtype, scale", [(torch.float64, 1e4), (torch.float32, 1e3)], ids=["float64", "float32"])
+def test_prefix_softmax_pool_never_overflows(dtype, scale):
+    """Scores far beyond where exp overflows (709 in float64, 88 in float32), rising and falling: finite, and right."""
+    scores, values, ignore = _pool_inputs(40, seed=5, scale=scale, dtype=dtype)
+    scores[:, :20] = scores[:, :20].abs()  # a run of large positive scores ...
+    scores[:, 20:] = -scores[:, 20:].abs()  # ... then large negative ones
+    scores.requires_grad_()
+    values.requires_grad_()
+    got = prefix_softmax_pool(scores, values, ignore, chunk=4)
+    assert torch.isfinite(got).all()
+    tolerance = {torch.float64: 1e-12, torch.float32: 1e-5}[dtype]
+    torch.testing.assert_close(got, _explicit_causal_pool(scores, values, ignore), rtol=0, atol=tolerance)
+    got.sum().backward()
+    assert torch.isfinite(scores.grad).all() and torch.isfinite(values.grad).all()
+
+
+def test_prefix_softmax_pool_gradients_by_finite_differences():
+    """7 positions in chunks of 2: three levels, padded chunks, padding at both ends of the sequence."""
+    g = torch.Generator().manual_seed(6)
+    scores = (3 * torch.randn(1, 7, 1, generator=g, dtype=torch.float64)).requires_grad_()
+    values = torch.randn(1, 7, 1, 2, generator=g, dtype=torch.float64).requires_grad_()
+    ignore = torch.tensor([[True, False, False, True, False, False, True]])
+    assert torch.autograd.gradcheck(lambda s, v: prefix_softmax_pool(s, v, ignore, chunk=2), (scores, values))
+
+
+def test_prefix_softmax_pool_refuses_a_chunk_of_one():
+    scores, values, _ = _pool_inputs(5)
+    with pytest.raises(ValueError, match="chunk must be at least 2"):
+        prefix_softmax_pool(scores, values, chunk=1)
+
+
+def test_causal_equals_the_loop_over_several_chunk_levels():
+    """21 positions in chunks of d_h = 4: three levels, a padded last chunk on each, padding at both ends."""
+    layer = _attention()
+    x = _x(2, 21, D)
+    ignore = padding_mask(torch.tensor([21, 15]), 21)
+    ignore[1, :2] = True
+    torch.testing.assert_close(layer(x, ignore, causal=True), loop_fastformer(layer, x, ignore, True), rtol=0, atol=1e-12)
+
+
+def _saved_sizes(layer, N, d):
     sizes = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: sizes.append(t.numel()) or t, lambda t: t):
-        layer(x, causal=True).sum()
-    biggest = max(sizes)
-    assert biggest <= N * 16, f"a saved tensor has {biggest} entries, more than N x d = {N * 16}"
+        layer(torch.randn(1, N, d), causal=True).sum()
+    return sizes
+
+
+def test_causal_cost_grows_linearly_no_n_by_n_tensor():
+    """The causal path never materializes an N x N tensor.
+
+    Every tensor kept for the backward pass has at most N x (d + H) entries (the
+    values, with one more feature per head for the softmax's denominator), and
+    what is kept grows in proportion to N.
+    """
+    d, h = 16, 4
+    layer = FastSelfAttention(d, h)
+    N = 64
+    biggest = max(_saved_sizes(layer, N, d))
+    assert biggest <= N * (d + h), f"a saved tensor has {biggest} entries, more than N x (d + H) = {N * (d + h)}"
+    small, large = sum(_saved_sizes(layer, 256, d)), sum(_saved_sizes(layer, 1024, d))
+    assert large <= 4.1 * small, f"4 times the length keeps {large / small:.2f} times the entries"
 
 
 # --- Ablation options ----------------------------------------------------------------------------

@@ -95,7 +95,9 @@ def _check_dropout(dropout: float) -> None:
         raise ValueError(f"dropout must be a probability in [0, 1), got {dropout}")
 
 
-def prefix_softmax_pool(scores: torch.Tensor, values: torch.Tensor, ignore: torch.Tensor | None = None) -> torch.Tensor:
+def prefix_softmax_pool(
+    scores: torch.Tensor, values: torch.Tensor, ignore: torch.Tensor | None = None, *, chunk: int | None = None
+) -> torch.Tensor:
     """Causal attention pooling in linear time: ``out_i = Σ_{j ≤ i} softmax_{j ≤ i}(s)_j · v_j``.
 
     ``scores`` ``(B, N, H)`` (one score per position and head), ``values``
@@ -104,25 +106,92 @@ def prefix_softmax_pool(scores: torch.Tensor, values: torch.Tensor, ignore: torc
     of positions ``0..i`` with the softmax of their scores. A position with no
     unmasked position at or before it gets zeros.
 
-    The weights of row ``i`` are ``exp(s_j - L_i)`` with ``L_i = log Σ_{j≤i} exp(s_j)``,
-    a running log-sum-exp (``torch.logcumsumexp``), so no exponential ever
-    overflows, whatever the scores. Values may be negative, so each value is
-    split into its positive and negative parts, whose weighted prefix sums are
-    accumulated in log space too: ``log Σ_{j≤i} exp(s_j + log v⁺_j)``. Every
-    tensor has ``N`` rows, never ``N × N``: the cost is ``O(N d)``.
+    Row ``i`` is a ratio of two sums, ``Σ_{j≤i} exp(s_j - m_i) v_j`` over
+    ``Σ_{j≤i} exp(s_j - m_i)``, where ``m_i`` is the running maximum of the
+    scores up to ``i`` (any shift leaves the ratio unchanged; this one keeps
+    every exponent at most 0, so nothing overflows, and the largest term is
+    ``exp(0) = 1``, so the denominator is at least 1). The denominator rides
+    along as one more feature of the values, a column of ones.
+    :func:`_prefix_sums` computes both sums in chunks of ``chunk`` positions
+    (default: the head width ``d_h``, so that a chunk's weights take no more
+    room than its values). The cost is linear in ``N``, and no tensor has
+    ``N × N`` entries.
     """
-    low = torch.finfo(scores.dtype).min
-    if ignore is not None:
-        scores = scores.masked_fill(ignore[:, :, None], low)
-    total = torch.logcumsumexp(scores, dim=1)  # (B, N, H): L_i
-    shifted = scores[..., None] + values.abs().clamp_min(torch.finfo(values.dtype).tiny).log()  # s_j + log|v_j|
-    positive = torch.logcumsumexp(shifted.masked_fill(values <= 0, low), dim=1)
-    negative = torch.logcumsumexp(shifted.masked_fill(values >= 0, low), dim=1)
-    if ignore is not None:  # rows that see only padding: L_i would be ~ -inf; make their weights exactly zero
-        empty = (~ignore).cumsum(dim=1) == 0
-        total = total.masked_fill(empty[:, :, None], 0.0)
-    total = total[..., None]
-    return torch.exp(positive - total) - torch.exp(negative - total)
+    B, N, H, d_h = values.shape
+    chunk = max(2, d_h) if chunk is None else chunk
+    if chunk < 2:
+        raise ValueError(f"chunk must be at least 2 positions, got {chunk}")
+    scores = scores.transpose(1, 2)  # (B, H, N): heads first from here on
+    features = F.pad(values.transpose(1, 2), (0, 1), value=1.0)  # [v_j, 1]: (B, H, N, d_h + 1)
+    hidden = None if ignore is None else ignore[:, None, :]  # (B, 1, N)
+    # m_i: a shift, so a constant for autograd; padding has no say in it
+    running_max = (scores if hidden is None else scores.masked_fill(hidden, _lowest(scores))).detach().cummax(dim=-1).values
+    if hidden is not None:  # padding: zero features, so no weight in either sum, and a harmless score s_j = m_j
+        scores = torch.where(hidden, running_max, scores)
+        features = features.masked_fill(hidden[..., None], 0.0)
+    sums = _prefix_sums(scores, running_max, features, chunk)
+    total = sums[..., -1:]  # at least 1, since the largest term is exp(0) = 1 ...
+    if ignore is not None:  # ... or 0 where there is nothing to pool yet: zeros, not 0 / 0
+        total = total.masked_fill(total == 0, 1.0)
+    return (sums[..., :-1] / total).transpose(1, 2)  # (B, N, H, d_h)
+
+
+def _prefix_sums(scores: torch.Tensor, running_max: torch.Tensor, features: torch.Tensor, chunk: int) -> torch.Tensor:
+    """``Σ_{j ≤ i} exp(s_j - m_i) x_j`` for every ``i``: scores and ``m`` ``(..., N)``, features ``x`` ``(..., N, f)``.
+
+    ``m`` must never decrease and must be at least every score up to ``i``, so
+    that every exponent is at most 0. Up to ``chunk`` positions, one grid of
+    weights does it (:func:`_prefix_sums_by_grid`). Beyond, the sequence is cut
+    into chunks of ``chunk`` positions, and
+
+    1. every position sums its own chunk up to itself, one small grid per chunk;
+    2. the row at the end of chunk ``k`` is that chunk's total, referenced to
+       ``m`` at its end. Summing the totals of chunks ``0..k``, each rescaled to
+       the ``m`` at the end of chunk ``k``, is again a prefix sum, over a
+       sequence ``chunk`` times shorter whose scores are the ``m`` at the chunks'
+       ends (and so is its running maximum): this same function computes it;
+    3. each position adds what came before its chunk, rescaled from the ``m``
+       at the end of the previous chunk to its own: ``exp(m_prev - m_i) ≤ 1``,
+       the rescaling of an online softmax when the maximum grows.
+
+    The levels have ``N``, ``N / chunk``, ``N / chunk²``, … positions: the work is linear in ``N``.
+    """
+    N = scores.shape[-1]
+    if N <= chunk:
+        return _prefix_sums_by_grid(scores, running_max, features)
+    chunks = -(-N // chunk)
+    pad = chunks * chunk - N
+    if pad:  # fill the last chunk with positions that weigh nothing
+        scores = F.pad(scores, (0, pad), value=_lowest(scores))
+        running_max = torch.cat([running_max, running_max[..., -1:].expand(*running_max.shape[:-1], pad)], dim=-1)
+        features = F.pad(features, (0, 0, 0, pad))
+    chunk_max = running_max.unflatten(-1, (chunks, chunk))  # (..., chunks, chunk)
+    # 1. within each chunk: (..., chunks, chunk, f)
+    inside = _prefix_sums_by_grid(scores.unflatten(-1, (chunks, chunk)), chunk_max, features.unflatten(-2, (chunks, chunk)))
+    # 2. everything up to the end of chunk k, referenced to the m at that end: (..., chunks, f)
+    end_max = chunk_max[..., -1]
+    upto = _prefix_sums(end_max, end_max, inside[..., -1, :], chunk)
+    # 3. chunk k adds row k - 1 of that (chunk 0 adds nothing), rescaled to each position's m_i
+    before = F.pad(upto[..., :-1, :], (0, 0, 1, 0))[..., None, :]  # (..., chunks, 1, f)
+    before_max = F.pad(end_max[..., :-1], (1, 0), value=_lowest(scores))[..., None]  # (..., chunks, 1)
+    sums = inside + torch.exp(before_max - chunk_max)[..., None] * before
+    return sums.flatten(-3, -2)[..., :N, :]
+
+
+def _prefix_sums_by_grid(scores: torch.Tensor, running_max: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+    """The same sums with an ``n × n`` grid of weights ``exp(s_j - m_i)``, kept where ``j ≤ i`` (``tril``).
+
+    For ``j ≤ i``, ``m_i = max(m_i, m_j)``, as ``m`` never decreases. Above the
+    diagonal ``s_j - m_i`` could be large and ``exp`` overflow; ``max(m_i, m_j)``
+    keeps every exponent at most 0 there too, so the weights that ``tril``
+    drops are finite (an infinite one would turn gradients into NaN).
+    """
+    reference = torch.maximum(running_max[..., :, None], running_max[..., None, :])  # (..., i, j)
+    return torch.exp(scores[..., None, :] - reference).tril() @ features  # (..., i, j) @ (..., j, f)
+
+
+def _lowest(x: torch.Tensor) -> float:
+    return torch.finfo(x.dtype).min
 
 
 class FastSelfAttention(nn.Module):

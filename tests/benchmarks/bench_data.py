@@ -6,7 +6,8 @@
 Prints the median wall time of each stage over the repeats, and, side by side
 in the same run, two contenders for the batching: length-bucketed against
 random batches, and the library's ``collate`` against a version built on
-``torch.nn.utils.rnn.pad_sequence``.
+``torch.nn.utils.rnn.pad_sequence``. It writes its figures to
+``tests/benchmarks/results/bench_data.json``; it has no target.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 from torch.nn.utils.rnn import pad_sequence  # noqa: E402
 
 from attnbook.data import Batch, Vocab, collate, generate_pairs, make_batches, split_by_index, tokenize  # noqa: E402
 from attnbook.masks import padding_mask  # noqa: E402
+
+from _report import Report  # noqa: E402  (this folder)
 
 
 def timed(fn, repeats: int):
@@ -63,6 +67,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=64)
     args = parser.parse_args(argv)
+    record = Report(__file__, argv)
     torch.set_num_threads(2)
     n, r = args.pairs, args.repeats
     print(f"corpus of {n:,} pairs (lengths 3-40, uniform), batch size {args.batch_size}, median of {r} runs, {torch.get_num_threads()} threads\n")
@@ -101,7 +106,15 @@ def main(argv=None) -> int:
     print(f"{f'collate, {len(chunks)} batches: attnbook.data.collate':<52}{t_ours:>9.3f}")
     print(f"{f'collate, {len(chunks)} batches: pad_sequence':<52}{t_pad_seq:>9.3f}")
     print(f"{'  ratio pad_sequence / collate':<52}{t_pad_seq / t_ours:>9.2f}")
-    return 0
+    record.figure("setup", {"pairs": n, "tokens": n_tokens, "training_pairs": len(train), "batch_size": args.batch_size,
+                            "repeats": r, "vocabulary": [len(src_vocab), len(tgt_vocab)]})
+    record.figure("seconds", {key: round(value, 3) for key, value in {
+        "generate": t_gen, "tokenize": t_tok, "vocabularies": t_vocab, "encode": t_loader, "epoch_bucketed": t_epoch,
+        "total": total, "epoch_random": t_epoch_plain, "collate_ours": t_ours, "collate_pad_sequence": t_pad_seq}.items()})
+    record.figure("padding_share", {"bucketed": round(share, 4), "random": round(share_plain, 4)})
+    record.figure("ratios", {"random_over_bucketed": round(t_epoch_plain / t_epoch, 2),
+                             "pad_sequence_over_collate": round(t_pad_seq / t_ours, 2)})
+    return record.finish()
 
 
 if __name__ == "__main__":

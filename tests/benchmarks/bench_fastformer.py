@@ -8,20 +8,23 @@ single sequence (batch 1) of width 256, float32, on 2 CPU threads, for:
               kernel from 192 keys on); 8 heads, its faster setting here (16 heads of width 16 are slower);
 - explicit:   the same layer with ``need_weights=True``: chapter 4's ``scaled_dot_product_attention``,
               which builds the ``N x N`` weights; run only where they fit in ``--max-gb``;
-- causal:     ``FastSelfAttention(256, 16)`` with ``causal=True`` (prefix sums; for information, no goal).
+- causal:     ``FastSelfAttention(256, 16)`` with ``causal=True`` (running poolings by prefix sums).
 
 The measurements are interleaved: every round times each contender at each
 length once, all in one shuffled order, so that a change in the machine's load
 hits all contenders and all lengths alike; the script prints medians. Peak memory is measured once per
 contender and length, from the allocations PyTorch's profiler records during
-one forward and backward pass. Then it fits the slope of log(time) against
+one forward and backward pass (what the profiler's library prints to the
+console meanwhile is swallowed). Then it fits the slope of log(time) against
 log(N) from N = 1,024 on, finds the length at which Fastformer overtakes each
 softmax attention, and checks the goals:
 
     Fastformer's time grows as N^s with s <= 1.1 (N >= 1,024)
     at N = 4,096, Fastformer is at least 10x faster than MultiHeadAttention
+    at every length, the causal Fastformer takes at most 2x the bidirectional one's time
 
-It exits with status 1 when a goal is missed. Run it standalone (``make bench``
+It writes its figures to ``tests/benchmarks/results/bench_fastformer.json`` and
+exits with status 1 when a goal is missed. Run it standalone (``make bench``
 runs every benchmark):
 
     PYTHONPATH=src python tests/benchmarks/bench_fastformer.py [--rounds 5] [--max-n 16384] [--max-gb 3]
@@ -31,20 +34,24 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import random
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 
 from attnbook.attention import MultiHeadAttention
 from attnbook.fastformer import FastSelfAttention
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import Report, quiet_output  # noqa: E402
+
 WIDTH, FAST_HEADS, MHA_HEADS = 256, 16, 8
-SLOPE_FROM, SLOPE_GOAL, RATIO_AT, RATIO_GOAL = 1024, 1.1, 4096, 10.0
-NAMES = ["fastformer", "mha", "explicit", "causal"]
+SLOPE_FROM, SLOPE_GOAL, RATIO_AT, RATIO_GOAL, CAUSAL_GOAL = 1024, 1.1, 4096, 10.0, 2.0
+NAMES = ["fastformer", "causal", "mha", "explicit"]
 
 
 def contenders(seed: int = 0) -> dict:
@@ -78,7 +85,7 @@ def peak_bytes(module, run, x: torch.Tensor, grad: torch.Tensor) -> int:
 
     module.zero_grad(set_to_none=True)
     x.grad = None
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with quiet_output(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         run(x).backward(grad)
     events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
     current = peak = 0
@@ -125,11 +132,21 @@ def measure(lengths: list[int], rounds: int, max_gb: float, max_seconds: float, 
     for (name, n), values in sorted(samples.items(), key=lambda item: item[0][1]):
         times[name][n] = statistics.median(values)
         memory[name][n] = peak_bytes(*runs[name], *inputs[n])
-    print(f"\nmedians of {rounds} interleaved rounds, forward + backward, and peak memory:")
-    for n in lengths:
-        cells = [f"{name} {times[name][n] * 1e3:9.1f} ms {memory[name][n] / 2**20:7.1f} MB" for name in NAMES if n in times[name]]
-        print(f"N={n:>6}  " + "  ".join(cells), flush=True)
+    print(f"\nforward + backward, median of {rounds} interleaved rounds (ms):")
+    print(_table(lengths, {name: {n: t * 1e3 for n, t in times[name].items()} for name in NAMES}, "{:.1f}"))
+    print("\npeak memory of one forward + backward pass (MB):")
+    print(_table(lengths, {name: {n: b / 2**20 for n, b in memory[name].items()} for name in NAMES}, "{:.1f}"), flush=True)
     return times, memory
+
+
+def _table(lengths: list[int], columns: dict[str, dict[int, float]], fmt: str) -> str:
+    """One row per length, one column per contender; a blank where it was not run."""
+    widths = [max(11, len(name)) + 2 for name in columns]
+    lines = [f"{'N':>7}" + "".join(f"{name:>{w}}" for name, w in zip(columns, widths))]
+    for n in lengths:
+        cells = (fmt.format(col[n]) if n in col else "" for col in columns.values())
+        lines.append(f"{n:>7,}" + "".join(f"{cell:>{w}}" for cell, w in zip(cells, widths)))
+    return "\n".join(lines)
 
 
 def slope(series: dict[int, float], start: int = SLOPE_FROM) -> float:
@@ -159,35 +176,44 @@ def crossover(fast: dict[int, float], other: dict[int, float]) -> str:
     return f"N ~ {math.exp(math.log(n0) + t * (math.log(n1) - math.log(n0))):,.0f} (between {n0} and {n1}; faster at every length after)"
 
 
-def report(times: dict, memory: dict) -> bool:
+def report(times: dict, memory: dict, record: Report) -> None:
     fast = times["fastformer"]
-    print("\nratios of medians (softmax time / Fastformer time):")
-    for n in sorted(fast):
-        parts = [f"{name} / fastformer {times[name][n] / fast[n]:7.2f}" for name in ("mha", "explicit") if n in times[name]]
-        print(f"  N={n:>6}  " + "  ".join(parts))
-    print(f"\nslopes of log(time) against log(N), from N={SLOPE_FROM}:")
+    lengths = sorted(fast)
+    ratios = {f"{name} / fastformer": {n: times[name][n] / fast[n] for n in lengths if n in times[name]}
+              for name in ("causal", "mha", "explicit")}
+    print("\nratios of medians (time of each / time of the bidirectional Fastformer):")
+    print(_table(lengths, ratios, "{:.2f}"))
+    print(f"\nslopes of log(time) and log(peak memory) against log(N), from N={SLOPE_FROM}:")
     slopes = {name: slope(times[name]) for name in NAMES}
     mem_slopes = {name: slope({n: float(b) for n, b in memory[name].items() if b > 0}) for name in NAMES}
     for name in NAMES:
         span = [n for n in times[name] if n >= SLOPE_FROM]
         if span:
             print(f"  {name:<11} time {slopes[name]:5.2f}   peak memory {mem_slopes[name]:5.2f}   (N={min(span)}..{max(span)})")
+    crossings = {name: crossover(fast, times[name]) for name in ("mha", "explicit")}
     print("\ncrossover (Fastformer becomes the faster one):")
-    for name in ("mha", "explicit"):
-        print(f"  against {name:<9} {crossover(fast, times[name])}")
-    ok = True
+    for name, where in crossings.items():
+        print(f"  against {name:<9} {where}")
+    record.figure("median_ms", {name: {n: round(t * 1e3, 2) for n, t in times[name].items()} for name in NAMES})
+    record.figure("peak_mb", {name: {n: round(b / 2**20, 1) for n, b in memory[name].items()} for name in NAMES})
+    record.figure("ratios", {key: {n: round(r, 2) for n, r in series.items()} for key, series in ratios.items()})
+    record.figure("time_slopes", {name: round(v, 2) for name, v in slopes.items() if not math.isnan(v)})
+    record.figure("memory_slopes", {name: round(v, 2) for name, v in mem_slopes.items() if not math.isnan(v)})
+    record.figure("crossover", crossings)
+
+    print()
     s = slopes["fastformer"]
-    met = s <= SLOPE_GOAL
-    ok &= met
-    print(f"\ngoal: Fastformer's slope <= {SLOPE_GOAL}: {s:.2f}, {'met' if met else 'NOT met'}")
-    if RATIO_AT in fast and RATIO_AT in times["mha"]:
-        r = times["mha"][RATIO_AT] / fast[RATIO_AT]
-        met = r >= RATIO_GOAL
-        print(f"goal: at N={RATIO_AT}, MultiHeadAttention / Fastformer >= {RATIO_GOAL}: {r:.1f}, {'met' if met else 'NOT met'}")
-    else:
-        met = False
-        print(f"goal: the ratio at N={RATIO_AT} was not measured: NOT met")
-    return ok and met
+    met = record.target(f"Fastformer's time slope, N >= {SLOPE_FROM}", s, SLOPE_GOAL)
+    print(f"goal: Fastformer's slope <= {SLOPE_GOAL}: {s:.2f}, {'met' if met else 'NOT met'}")
+    r = ratios["mha / fastformer"].get(RATIO_AT, float("nan"))
+    met = record.target(f"MultiHeadAttention / Fastformer at N={RATIO_AT}", r, RATIO_GOAL, higher_is_better=True)
+    print(f"goal: at N={RATIO_AT}, MultiHeadAttention / Fastformer >= {RATIO_GOAL}: {r:.1f}, {'met' if met else 'NOT met'}")
+    causal = ratios["causal / fastformer"]
+    worst = max(causal, key=causal.get) if causal else None
+    r = causal[worst] if causal else float("nan")
+    met = record.target(f"causal / bidirectional, worst of N={lengths[0]}..{lengths[-1]} (at N={worst})", r, CAUSAL_GOAL)
+    print(f"goal: causal / bidirectional Fastformer <= {CAUSAL_GOAL} at every length: worst {r:.2f} (N={worst}), "
+          f"{'met' if met else 'NOT met'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,17 +225,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seconds", type=float, default=20.0, help="stop a contender after a length where one pass took longer")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
+    record = Report(__file__, argv)
     torch.set_num_threads(args.threads)
     lengths = [n for n in (2**k for k in range(4, 16)) if args.min_n <= n <= args.max_n]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, batch 1, width {WIDTH}; "
           f"Fastformer {FAST_HEADS} heads, MultiHeadAttention {MHA_HEADS} heads")
-    print(f"load average before: {os.getloadavg()[0]:.2f}")
-    start = time.perf_counter()
     times, memory = measure(lengths, args.rounds, args.max_gb, args.max_seconds)
-    ok = report(times, memory)
-    print(f"\nload average after: {os.getloadavg()[0]:.2f}; {time.perf_counter() - start:.0f} s in all")
-    print("all goals met" if ok else "some goals NOT met (on a loaded machine, run again)")
-    return 0 if ok else 1
+    record.figure("rounds", args.rounds)
+    report(times, memory, record)
+    return record.finish()
 
 
 if __name__ == "__main__":

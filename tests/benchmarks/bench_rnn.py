@@ -5,7 +5,8 @@ sized as in the chapters (4,000 pairs of 3 to 25 tokens; embeddings 64, GRUs
 128). One measurement is a pass of training steps (forward, loss, backward,
 clipping, Adam) over a fixed list of batches; the script reports the median
 over repeats of the target tokens per second, for both models side by side and
-for one and two threads (the chapters train on one), and the ratios.
+for one and two threads (the chapters train on one), and the ratios. It writes
+its figures to ``tests/benchmarks/results/bench_rnn.json``; it has no target.
 
     python tests/benchmarks/bench_rnn.py [--threads 1 2] [--repeats 5] [--batches 20]
 """
@@ -16,6 +17,7 @@ import argparse
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -23,6 +25,10 @@ from torch import nn
 from attnbook.data import load_corpus, make_batches
 from attnbook.rnn import Seq2Seq, Seq2SeqConfig
 from attnbook.train import sequence_loss
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import Report  # noqa: E402
 
 #: The corpus and sizes the chapters use (notebooks 02 and 03).
 N_PAIRS, MAX_LEN, EMBED, HIDDEN, BATCH = 4_000, 25, 64, 128, 64
@@ -49,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batches", type=int, default=20)
     args = parser.parse_args(argv)
+    record = Report(__file__, argv)
 
     corpus = load_corpus(n_pairs=N_PAIRS, seed=0, max_len=MAX_LEN)
     loader = make_batches(corpus.train, corpus.src_vocab, corpus.tgt_vocab, batch_size=BATCH, shuffle=True, seed=0)
@@ -77,7 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         first, last = args.threads[0], args.threads[-1]
         for name in ("plain", "attention"):
             print(f"{name}: {last} threads / {first} thread(s) = {rates[name, last] / rates[name, first]:.2f}x")
-    return 0
+    record.figure("setup", {"batches": len(batches), "batch_size": BATCH, "target_tokens": n_tokens, "embed": EMBED,
+                            "hidden": HIDDEN, "repeats": args.repeats})
+    record.figure("tokens_per_second", {f"{name}, {threads} threads": round(rate) for (name, threads), rate in rates.items()})
+    record.figure("plain_over_attention", {f"{threads} threads": round(rates["plain", threads] / rates["attention", threads], 2)
+                                           for threads in args.threads})
+    return record.finish()
 
 
 if __name__ == "__main__":

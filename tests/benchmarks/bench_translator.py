@@ -18,6 +18,8 @@
    translations end with ``<eos>`` where a trained model's do).
 
 Float32 (the realistic case); two threads unless ``--threads`` says otherwise.
+It writes its figures to ``tests/benchmarks/results/bench_translator.json``;
+it has no target.
 
     python tests/benchmarks/bench_translator.py [--threads 2] [--repeats 5] [--batches 12] [--train-epochs 6]
 """
@@ -27,7 +29,9 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -37,6 +41,10 @@ from attnbook.decode import beam_search, greedy_decode
 from attnbook.positional import SinusoidalPositionalEncoding
 from attnbook.train import paper_optimizer, sequence_loss, train
 from attnbook.transformer import Transformer, TransformerConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import Report  # noqa: E402
 
 #: The corpus the chapter trains on.
 N_PAIRS, MAX_LEN, BATCH = 4_000, 25, 64
@@ -132,7 +140,7 @@ def one_pass(model: nn.Module, optimizer, batches) -> tuple[float, int]:
     return time.perf_counter() - start, tokens
 
 
-def throughput(corpus, batches, repeats: int) -> dict[str, dict[str, float]]:
+def throughput(corpus, batches, repeats: int) -> dict[str, dict]:
     results = {}
     for label, shape in CONFIGS.items():
         sizes = (len(corpus.src_vocab), len(corpus.tgt_vocab))
@@ -148,13 +156,14 @@ def throughput(corpus, batches, repeats: int) -> dict[str, dict[str, float]]:
             for name, (model, optimizer) in models.items():  # interleaved: a change of load hits all three
                 seconds, tokens = one_pass(model, optimizer, batches)
                 rates[name].append(tokens / seconds)
-        results[label] = {name: statistics.median(r) for name, r in rates.items()}
+        r = {name: statistics.median(v) for name, v in rates.items()}
         params = {name: sum(p.numel() for p in m.parameters()) for name, (m, _) in models.items()}
-        r = results[label]
         print(f"\n[1] training throughput, {label}; parameters " + ", ".join(f"{n} {p:,}" for n, p in params.items()))
         for name in models:
             print(f"  {name:>6}: {r[name]:9.0f} target tokens/s")
         print(f"  ours / d2l   = {r['ours'] / r['d2l']:.2f}x    ours / torch = {r['ours'] / r['torch']:.2f}x")
+        results[label] = {"tokens_per_second": {name: round(v) for name, v in r.items()}, "parameters": params,
+                          "ours_over_d2l": round(r["ours"] / r["d2l"], 2), "ours_over_torch": round(r["ours"] / r["torch"], 2)}
     return results
 
 
@@ -172,7 +181,7 @@ def generate(model: Transformer, src, src_mask, n_tokens: int, cache: bool) -> f
     return time.perf_counter() - start
 
 
-def kv_cache(corpus, repeats: int, n_tokens: int = 64) -> dict[str, float]:
+def kv_cache(corpus, repeats: int, n_tokens: int = 64) -> dict[str, dict[str, float]]:
     results = {}
     test = next(iter(corpus.batches("test", batch_size=32, shuffle=False, bucket=False)))
     for label, shape in CONFIGS.items():
@@ -187,7 +196,8 @@ def kv_cache(corpus, repeats: int, n_tokens: int = 64) -> dict[str, float]:
                 for cache in (True, False):
                     times[cache].append(generate(model, src, mask, n_tokens, cache))
             cached, uncached = statistics.median(times[True]), statistics.median(times[False])
-            results[f"{label}, batch {batch_size}"] = uncached / cached
+            results[f"{label}, batch {batch_size}"] = {
+                "cached_ms": round(1000 * cached, 1), "uncached_ms": round(1000 * uncached, 1), "speedup": round(uncached / cached, 2)}
             print(f"  batch {batch_size:>2}: cached {1000 * cached:8.1f} ms, uncached {1000 * uncached:8.1f} ms, speed-up {uncached / cached:.1f}x")
     return results
 
@@ -195,7 +205,7 @@ def kv_cache(corpus, repeats: int, n_tokens: int = 64) -> dict[str, float]:
 # --- 3. beam search ------------------------------------------------------------------------------
 
 
-def beam_times(corpus, epochs: int, repeats: int) -> None:
+def beam_times(corpus, epochs: int, repeats: int) -> dict[str, dict[str, float]]:
     torch.manual_seed(0)
     shape = next(iter(CONFIGS.values()))
     model = ours(len(corpus.src_vocab), len(corpus.tgt_vocab), **shape)
@@ -204,6 +214,7 @@ def beam_times(corpus, epochs: int, repeats: int) -> None:
           label_smoothing=0.1, plot=False, verbose=False)
     test = corpus.test[:200]
     print(f"\n[3] decoding {len(test)} test sentences with the chapter's model trained {epochs} epochs (seconds per sentence)")
+    results = {}
     for batch_size in (64, 1):
         batches = list(corpus.batches("test", batch_size=batch_size, shuffle=False, bucket=False))
         batches = batches[: max(1, len(test) // batch_size)]
@@ -223,6 +234,8 @@ def beam_times(corpus, epochs: int, repeats: int) -> None:
         med = {name: statistics.median(t) for name, t in times.items()}
         line = ", ".join(f"{name} {1000 * t:6.2f} ms" for name, t in med.items())
         print(f"  batches of {batch_size:>2}: {line}; beam 4 / greedy {med['beam k=4'] / med['greedy']:.1f}x")
+        results[f"batches of {batch_size}"] = {f"{name} ms per sentence": round(1000 * t, 2) for name, t in med.items()}
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,20 +246,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-epochs", type=int, default=6)
     parser.add_argument("--only", choices=["throughput", "cache", "beam"], nargs="*")
     args = parser.parse_args(argv)
+    record = Report(__file__, argv)
     torch.set_num_threads(args.threads)
     corpus = load_corpus(n_pairs=N_PAIRS, seed=0, max_len=MAX_LEN)
     batches = [b for _, b in zip(range(args.batches), corpus.batches("train", batch_size=BATCH, seed=0))]
     n_tokens = sum(int((b.tgt_out != 0).sum()) for b in batches)
     print(f"{corpus}; {len(batches)} batches of {BATCH} pairs ({n_tokens} target tokens); float32, {args.threads} threads; "
           f"medians of {args.repeats} runs")
+    record.figure("setup", {"pairs": N_PAIRS, "max_len": MAX_LEN, "batches": len(batches), "batch_size": BATCH,
+                            "target_tokens": n_tokens, "repeats": args.repeats, "train_epochs": args.train_epochs})
     only = set(args.only or ["throughput", "cache", "beam"])
     if "throughput" in only:
-        throughput(corpus, batches, args.repeats)
+        record.figure("throughput", throughput(corpus, batches, args.repeats))
     if "cache" in only:
-        kv_cache(corpus, args.repeats)
+        record.figure("kv_cache", kv_cache(corpus, args.repeats))
     if "beam" in only:
-        beam_times(corpus, args.train_epochs, max(1, args.repeats // 2))
-    return 0
+        record.figure("decoding", beam_times(corpus, args.train_epochs, max(1, args.repeats // 2)))
+    return record.finish()
 
 
 if __name__ == "__main__":
