@@ -22,12 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from _report import Report  # noqa: E402  (this folder)
 from torch.nn.utils.rnn import pad_sequence  # noqa: E402
 
 from attnbook.data import Batch, Vocab, collate, generate_pairs, make_batches, split_by_index, tokenize  # noqa: E402
 from attnbook.masks import padding_mask  # noqa: E402
-
-from _report import Report  # noqa: E402  (this folder)
 
 
 def timed(fn, repeats: int):
