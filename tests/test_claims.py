@@ -30,7 +30,10 @@ def _unsupported_message(report) -> str:
 
 #: Files whose prose has not yet been corrected (issue 18 stays open for them): the test still runs on them and
 #: must still find unsupported figures there (strict), so that a file drops out of this list once it is corrected.
-NOT_YET_CORRECTED: dict[str, str] = {}
+NOT_YET_CORRECTED: dict[str, str] = {
+    "benchmarks.md": "its figures come from benchmark runs whose records (tests/benchmarks/results/*.json) the page "
+    "does not name yet: issue 18, left for the next change to the benchmarks page",
+}
 
 
 def _pending(paths):
