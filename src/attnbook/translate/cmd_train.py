@@ -56,6 +56,8 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         run = resume_run(args, out, console) if args.resume else new_run(args, out, cluster, console)
         budget = _budget(args, run.config.get("budget"), console)
         run.config["budget"] = asdict(budget)
+        # Every process has checked --out (a new run refuses a folder that holds one) before the first writes into it.
+        cluster.barrier()
         if cluster.is_first:
             _write_run_folder(out, run)
         session = TrainingSession(run, budget, cluster, console, out, args.checkpoint_minutes, args.log_every)
