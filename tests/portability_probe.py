@@ -97,7 +97,7 @@ def _encoder_run(kind: str, causal: bool = False) -> dict:
     torch.manual_seed(0)
     embed, positions = nn.Embedding(20, 32), SinusoidalPositionalEncoding(32, max_len=64)
     stack = FastformerEncoder if kind == "Fastformer" else SoftmaxEncoder
-    encoder = stack(32, 4, 2, dim_feedforward=64, dropout=0.1)
+    encoder = stack(32, 4, 2, d_ff=64, dropout=0.1)
     pool, out = AttentionPooling(32), nn.Linear(32, 2)
     model = nn.ModuleList([embed, positions, encoder, pool, out])
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)

@@ -430,18 +430,18 @@ def _count(module):
 
 def test_layer_structure_and_parameter_count():
     d, h, ff = 32, 4, 64
-    layer = FastformerLayer(d, h, dim_feedforward=ff, dropout=0.0)
+    layer = FastformerLayer(d, h, d_ff=ff, dropout=0.0)
     attention = 3 * (d * d + d) + 2 * (d * h + h)
     block = attention + (d * d + d) + 2 * 2 * d + (d * ff + ff) + (ff * d + d)
     assert _count(layer) == block
-    softmax = SoftmaxEncoderLayer(d, h, dim_feedforward=ff, dropout=0.0)
+    softmax = SoftmaxEncoderLayer(d, h, d_ff=ff, dropout=0.0)
     assert _count(layer) - _count(softmax) == 2 * (d * h + h)  # the same size, up to the two scoring layers
     assert FastformerLayer(d, h).intermediate.out_features == 4 * d
 
 
 def test_layer_computes_the_post_norm_block():
     torch.manual_seed(0)
-    layer = FastformerLayer(D, H, dim_feedforward=20, dropout=0.0).double()
+    layer = FastformerLayer(D, H, d_ff=20, dropout=0.0).double()
     x = _x(2, 5, D)
     ignore = padding_mask(torch.tensor([5, 2]), 5)
     a = layer.attention_norm(x + layer.attention_output(layer.attention(x, ignore)))
@@ -468,7 +468,7 @@ def test_encoder_stacks_and_shares_layers():
 @pytest.mark.parametrize("kind", [FastformerEncoder, SoftmaxEncoder])
 def test_encoders_respect_padding_and_causality(kind):
     torch.manual_seed(0)
-    encoder = kind(D, H, num_layers=2, dim_feedforward=24, dropout=0.0).double()
+    encoder = kind(D, H, num_layers=2, d_ff=24, dropout=0.0).double()
     x = _x(2, 7, D)
     ignore = padding_mask(torch.tensor([7, 4]), 7)
     noisy = x.clone()
@@ -510,8 +510,8 @@ def test_bad_construction_is_refused():
         FastformerEncoder(8, 2, num_layers=0)
     with pytest.raises(ValueError, match="divisible by num_heads"):
         SoftmaxEncoder(10, 4, num_layers=1)
-    with pytest.raises(ValueError, match="dim_feedforward"):
-        FastformerLayer(8, 2, dim_feedforward=0)
+    with pytest.raises(ValueError, match="d_ff"):
+        FastformerLayer(8, 2, d_ff=0)
 
 
 def test_bad_inputs_get_clear_errors():

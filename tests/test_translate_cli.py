@@ -33,7 +33,7 @@ from attnbook.train import read_checkpoint, save_checkpoint
 from attnbook.translate.run_pairs import held_out_fraction, split_run_pairs
 from notebook_index import ROOT
 
-TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-tokens", "160", "--warmup", "20", "--min-freq", "1"]
+TINY = ["--d-model", "16", "--num-heads", "2", "--num-layers", "1", "--d-ff", "32", "--batch-tokens", "160", "--warmup", "20", "--min-freq", "1"]
 ERROR = "attnbook-translate: error:"
 
 
@@ -330,7 +330,7 @@ def test_bad_pairs_files_and_languages(tmp_path, capsys):
     good = write_anki(tmp_path / "fra.txt", en_fr_rows())
     assert_clean_error(*train("--pairs", good, "--src", "xx", "--tgt", "fr")[::2], "--src: unknown language code 'xx'")
     assert_clean_error(*train("--pairs", good, "--src", "en")[::2], "--src LANG --tgt LANG")
-    assert_clean_error(*train("--pairs", good, "--src", "en", "--tgt", "fr", "--heads", "3")[::2], "not divisible by --heads 3")
+    assert_clean_error(*train("--pairs", good, "--src", "en", "--tgt", "fr", "--num-heads", "3")[::2], "not divisible by --num-heads 3")
     assert_clean_error(*train("--pairs", good, "--src", "en", "--tgt", "fr", "--minutes", "0")[::2], "--minutes must be > 0")
     assert_clean_error(*train("--pairs", good, "--src", "en", "--tgt", "fr", "--max-length", "1")[::2], "no training pairs left")
     assert not (tmp_path / "never").exists()
@@ -376,8 +376,8 @@ def test_model_rules_come_from_the_model_in_the_words_of_the_command_line(tmp_pa
     good = write_anki(tmp_path / "fra.txt", en_fr_rows(40))
     common = ["train", "--pairs", good, "--src", "en", "--tgt", "fr", "--out", tmp_path / "never", "--epochs", "1", *TINY]
     assert_clean_error(*run([*common, "--dropout", "1.5"], capsys)[::2], "--dropout must be a probability in [0, 1), got 1.5")
-    assert_clean_error(*run([*common, "--d-model", "15", "--heads", "1"], capsys)[::2], "--d-model must be even")
-    assert_clean_error(*run([*common, "--arch", "rnn", "--layers", "0"], capsys)[::2], "--layers must be >= 1, got 0")
+    assert_clean_error(*run([*common, "--d-model", "15", "--num-heads", "1"], capsys)[::2], "--d-model must be even")
+    assert_clean_error(*run([*common, "--arch", "rnn", "--num-layers", "0"], capsys)[::2], "--num-layers must be >= 1, got 0")
     assert_clean_error(*run([*common, "--max-vocab", "4"], capsys)[::2], "--max-vocab must be at least 5")
     assert not (tmp_path / "never").exists()
 
@@ -400,6 +400,21 @@ def test_a_run_split_by_an_earlier_version_is_scored_with_a_note_and_not_resumed
     assert status == 0 and "split by an earlier version" in err, err
     status, out, err = run(["train", "--out", old, "--resume", "--epochs", "3"], capsys)
     assert_clean_error(status, err, "split by an earlier version", "cannot be resumed exactly")
+
+
+def test_a_run_folder_with_the_settings_names_of_an_earlier_version_still_resumes(en_fr_run, tmp_path, capsys):
+    import shutil
+
+    old = tmp_path / "old-names"
+    shutil.copytree(en_fr_run, old)
+    config = json.loads((old / "config.json").read_text())
+    settings = config["settings"]
+    settings["heads"], settings["layers"] = settings.pop("num_heads"), settings.pop("num_layers")
+    (old / "config.json").write_text(json.dumps(config))
+    status, out, err = run(["train", "--out", old, "--resume", "--epochs", "3", "--num-heads", "4"], capsys)
+    assert_clean_error(status, err, "--num-heads 4 differs from the run being resumed (2)")
+    status, out, err = run(["train", "--out", old, "--resume", "--epochs", "3"], capsys)
+    assert status == 0, err
 
 
 def test_a_run_is_never_overwritten_and_resumes_only_with_its_own_settings(en_fr_run, tmp_path, capsys):

@@ -20,7 +20,7 @@ from attnbook.translate.run_folder import open_run, read_vocabularies
 from attnbook.translate.run_pairs import reread_run_pairs
 from notebook_index import ROOT
 
-TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-tokens", "120", "--warmup", "4", "--min-freq", "1"]
+TINY = ["--d-model", "16", "--num-heads", "2", "--num-layers", "1", "--d-ff", "32", "--batch-tokens", "120", "--warmup", "4", "--min-freq", "1"]
 STEPS = 4
 
 

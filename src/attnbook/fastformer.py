@@ -378,17 +378,17 @@ class AttentionPooling(nn.Module):
 class _PostNormLayer(nn.Module):
     """``a = LayerNorm(x + dropout(attention(x)))``, then ``LayerNorm(a + dropout(FFN(a)))`` with a GELU FFN."""
 
-    def __init__(self, d_model: int, dim_feedforward: int | None, dropout: float, layer_norm_eps: float) -> None:
+    def __init__(self, d_model: int, d_ff: int | None, dropout: float, eps: float) -> None:
         super().__init__()
         _check_dropout(dropout)
-        dim_feedforward = 4 * d_model if dim_feedforward is None else dim_feedforward
-        if isinstance(dim_feedforward, bool) or not isinstance(dim_feedforward, int) or dim_feedforward < 1:
-            raise ValueError(f"dim_feedforward must be a positive integer, got {dim_feedforward!r}")
+        d_ff = 4 * d_model if d_ff is None else d_ff
+        if isinstance(d_ff, bool) or not isinstance(d_ff, int) or d_ff < 1:
+            raise ValueError(f"d_ff must be a positive integer, got {d_ff!r}")
         self.d_model = d_model
-        self.attention_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.intermediate = nn.Linear(d_model, dim_feedforward)
-        self.output = nn.Linear(dim_feedforward, d_model)
-        self.output_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.attention_norm = nn.LayerNorm(d_model, eps=eps)
+        self.intermediate = nn.Linear(d_model, d_ff)
+        self.output = nn.Linear(d_ff, d_model)
+        self.output_norm = nn.LayerNorm(d_model, eps=eps)
         self.dropout = nn.Dropout(dropout)
 
     def _attend(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None, causal: bool) -> torch.Tensor:
@@ -406,7 +406,7 @@ class FastformerLayer(_PostNormLayer):
 
     ``a = LayerNorm(x + dropout(attention_output(attention(x))))``, then
     ``LayerNorm(a + dropout(output(gelu(intermediate(a)))))``. The
-    feed-forward width defaults to ``4 d_model``; ``layer_norm_eps`` to the
+    feed-forward width defaults to ``4 d_model``; ``eps`` to the
     authors' 1e-12. ``forward(x, key_padding_mask=None, causal=False)``.
     Keyword options of :class:`FastSelfAttention` (``add_query``,
     ``share_value``, ``key_pooling``, ``init_std``) pass through.
@@ -416,12 +416,12 @@ class FastformerLayer(_PostNormLayer):
         self,
         d_model: int,
         num_heads: int,
-        dim_feedforward: int | None = None,
+        d_ff: int | None = None,
         dropout: float = 0.1,
-        layer_norm_eps: float = 1e-12,
+        eps: float = 1e-12,
         **attention_options,
     ) -> None:
-        super().__init__(d_model, dim_feedforward, dropout, layer_norm_eps)
+        super().__init__(d_model, d_ff, dropout, eps)
         self.attention = FastSelfAttention(d_model, num_heads, **attention_options)
         self.attention_output = nn.Linear(d_model, d_model)
 
@@ -442,11 +442,11 @@ class SoftmaxEncoderLayer(_PostNormLayer):
         self,
         d_model: int,
         num_heads: int,
-        dim_feedforward: int | None = None,
+        d_ff: int | None = None,
         dropout: float = 0.1,
-        layer_norm_eps: float = 1e-12,
+        eps: float = 1e-12,
     ) -> None:
-        super().__init__(d_model, dim_feedforward, dropout, layer_norm_eps)
+        super().__init__(d_model, d_ff, dropout, eps)
         self.attention = MultiHeadAttention(d_model, num_heads, dropout=0.0)
 
     def _attend(self, x, key_padding_mask, causal):
@@ -489,15 +489,15 @@ class FastformerEncoder(_Stack):
         d_model: int,
         num_heads: int,
         num_layers: int,
-        dim_feedforward: int | None = None,
+        d_ff: int | None = None,
         dropout: float = 0.1,
         share_layers: bool = False,
-        layer_norm_eps: float = 1e-12,
+        eps: float = 1e-12,
         **attention_options,
     ) -> None:
         _check_heads(d_model, num_heads)
         super().__init__(
-            lambda: FastformerLayer(d_model, num_heads, dim_feedforward, dropout, layer_norm_eps, **attention_options),
+            lambda: FastformerLayer(d_model, num_heads, d_ff, dropout, eps, **attention_options),
             d_model,
             num_layers,
             share_layers,
@@ -512,14 +512,14 @@ class SoftmaxEncoder(_Stack):
         d_model: int,
         num_heads: int,
         num_layers: int,
-        dim_feedforward: int | None = None,
+        d_ff: int | None = None,
         dropout: float = 0.1,
         share_layers: bool = False,
-        layer_norm_eps: float = 1e-12,
+        eps: float = 1e-12,
     ) -> None:
         _check_heads(d_model, num_heads)
         super().__init__(
-            lambda: SoftmaxEncoderLayer(d_model, num_heads, dim_feedforward, dropout, layer_norm_eps),
+            lambda: SoftmaxEncoderLayer(d_model, num_heads, d_ff, dropout, eps),
             d_model,
             num_layers,
             share_layers,

@@ -37,6 +37,14 @@ comparison).
 Shapes: ``B`` sentences, ``S`` source and ``T`` target positions, ``d_model``
 features, ``h`` heads of ``d_k = d_model / h`` features, ``V`` vocabulary size.
 Masks are bool with ``True`` = padding (ignore), as everywhere in the library.
+
+Names: one vocabulary for every model of the library and for the command line.
+Widths take the paper's names (``d_model``, ``d_ff``), since the chapters'
+equations use them; counts, where the paper has single letters (``h``, ``N``),
+take the explicit names PyTorch also uses (``num_heads``, ``num_layers``);
+``dropout`` and ``eps`` (the LayerNorm's) are the arguments of the PyTorch
+modules they reach. :mod:`attnbook.fastformer` and ``attnbook-translate``
+(``--d-model``, ``--num-heads``, ``--num-layers``, ``--d-ff``) use the same.
 """
 
 from __future__ import annotations

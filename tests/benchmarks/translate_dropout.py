@@ -97,7 +97,7 @@ def record(path: Path) -> dict:
         "budget": f"--epochs {EPOCHS}",
         "threads per run": 1,
         "dtype": defaults.dtype,
-        "model": {"d_model": defaults.d_model, "layers": defaults.layers, "heads": defaults.heads,
+        "model": {"d_model": defaults.d_model, "num_layers": defaults.num_layers, "num_heads": defaults.num_heads,
                   "d_ff": defaults.d_ff, "batch_tokens": defaults.batch_tokens, "warmup": defaults.warmup,
                   "lr_factor": defaults.lr_factor},
         "runs": runs,

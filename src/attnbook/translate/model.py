@@ -5,7 +5,7 @@
 (:class:`~attnbook.rnn.Seq2Seq`). :data:`MODEL_FIELDS` says which setting
 fills which field of each model's configuration; the rules those fields obey
 are the configuration's own, and an error it raises comes back in the words of
-the command line (``num_heads (3)`` becomes ``--heads 3``).
+the command line (``num_heads (3)`` becomes ``--num-heads 3``).
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ _MODELS = {"transformer": (Transformer, TransformerConfig), "rnn": (Seq2Seq, Seq
 MODEL_FIELDS = {
     "transformer": {
         "d_model": "d_model",
-        "num_heads": "heads",
-        "num_layers": "layers",
+        "num_heads": "num_heads",
+        "num_layers": "num_layers",
         "d_ff": "d_ff",
         "dropout": "dropout",
         "norm_first": "norm_first",
     },
-    "rnn": {"embed_size": "d_model", "hidden_size": "d_model", "num_layers": "layers", "dropout": "dropout"},
+    "rnn": {"embed_size": "d_model", "hidden_size": "d_model", "num_layers": "num_layers", "dropout": "dropout"},
 }
 # What each architecture's configuration takes besides the settings.
 _FIXED = {
@@ -79,7 +79,7 @@ def check_model_settings(settings: RunSettings) -> None:
 
 
 def _in_option_words(message: str, arch: str) -> str:
-    """A configuration's error with its fields named as options: ``TransformerConfig.num_heads (3)`` → ``--heads 3``."""
+    """A configuration's error in the command line's words: ``TransformerConfig.num_heads (3)`` → ``--num-heads 3``."""
     for name, setting in MODEL_FIELDS[arch].items():
         pattern = rf"\b(?:\w+Config\.)?{name}\b(?: \(([^)]*)\))?"
         message = re.sub(pattern, lambda m, s=setting: flag(s) + (f" {m[1]}" if m[1] else ""), message)

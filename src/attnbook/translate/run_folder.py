@@ -51,6 +51,8 @@ __all__ = [
 ]
 
 RUN_FORMAT = "attnbook-translator-v1"
+#: Settings that earlier versions stored under other names (``--heads``, ``--layers``): read as today's.
+LEGACY_SETTINGS = {"heads": "num_heads", "layers": "num_layers"}
 CONFIG_FILE, CHECKPOINT_FILE, BEST_FILE = "config.json", "checkpoint.pt", "best.pt"
 LOG_FILE, TRUECASE_FILE = "log.jsonl", "truecase.json"
 SRC_VOCAB_FILE, TGT_VOCAB_FILE = "vocab.src.json", "vocab.tgt.json"
@@ -95,6 +97,10 @@ def read_config(folder: Path) -> dict:
     for key in ("src_lang", "tgt_lang", "arch", "model", "settings", "pairs", "held_out"):
         if key not in config:
             raise CommandError(f"{path} is incomplete: it has no {key!r}")
+    settings = config["settings"]
+    for old, new in LEGACY_SETTINGS.items():  # a run folder written before the settings took the library's names
+        if isinstance(settings, dict) and old in settings and new not in settings:
+            settings[new] = settings.pop(old)
     return config
 
 

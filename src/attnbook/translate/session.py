@@ -164,7 +164,8 @@ class TrainingSession:
             else str(self.budget)
         )
         self.console.say(
-            f"model: {s.arch}, {n_params:,} parameters, d_model {s.d_model}, {s.layers} layers, {s.heads} heads; "
+            f"model: {s.arch}, {n_params:,} parameters, "
+            f"d_model {s.d_model}, {s.num_layers} layers, {s.num_heads} heads; "
             f"{'resuming at' if resumed else 'training for'} {where} on {cluster.world} × {cluster.device.type}"
         )
         started = {} if resumed else {"config": self.prepared.config}

@@ -14,7 +14,7 @@ the rule its value must follow. The parser's options (:func:`add_options`),
 the values of a command (:func:`from_args`), the run folder's configuration
 (``dataclasses.asdict``) and the check on resuming (:func:`given`) are all
 derived from these declarations. The rules of the model itself (``--d-model``
-divisible by ``--heads``, a dropout below 1, ...) are not repeated here: the
+divisible by ``--num-heads``, a dropout below 1, ...) are not repeated here: the
 model's configuration enforces them (:mod:`attnbook.translate.model`).
 """
 
@@ -101,8 +101,8 @@ class RunSettings:
 
     arch: str = setting("transformer", "transformer, or chapter 3's GRU with attention", group="model", choices=MODELS)
     d_model: int = setting(256, "model width", group="model", metavar="D")
-    heads: int = setting(4, "attention heads", group="model", metavar="H")
-    layers: int = setting(2, "encoder and decoder layers", group="model", metavar="L")
+    num_heads: int = setting(4, "attention heads", group="model", metavar="H")
+    num_layers: int = setting(2, "encoder and decoder layers", group="model", metavar="L")
     d_ff: int = setting(1024, "feed-forward width", group="model", metavar="F")
     dropout: float = setting(0.0, f"dropout; {DROPOUT_NOTE}", group="model", metavar="P")
     norm_first: bool = setting(
