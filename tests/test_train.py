@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import attnbook.train as train_module
+import attnbook.notebook as notebook_module
 from attnbook.rnn import Seq2Seq, Seq2SeqConfig
 from attnbook.train import (
     CheckpointMismatch,
@@ -352,7 +352,7 @@ def test_outside_a_notebook_nothing_is_displayed(monkeypatch):
     calls = _record_display(monkeypatch)
     train(_model(), TRAIN, epochs=1, verbose=False)  # plot defaults to "in a notebook"
     assert calls == []
-    assert train_module._watched_interactively() is False
+    assert notebook_module._watched_interactively() is False
 
 
 def test_history_plot_draws_on_given_axes():
@@ -434,7 +434,8 @@ def test_a_notebook_run_by_nbclient_stores_one_clean_figure(tmp_path):
         "from attnbook.notebook import setup\n"
         "setup(threads=1)\n"
         "from attnbook.rnn import Seq2Seq, Seq2SeqConfig\n"
-        "from attnbook.train import train, _watched_interactively\n"
+        "from attnbook.train import train\n"
+        "from attnbook.notebook import _watched_interactively\n"
         "from toy_seq2seq import batches_of, reversal_pairs\n"
         "pairs = reversal_pairs(64)\n"
         "model = Seq2Seq(Seq2SeqConfig(12, 12, embed_size=8, hidden_size=8))\n"

@@ -28,7 +28,16 @@ import textwrap
 import warnings
 from dataclasses import dataclass
 
-__all__ = ["Setup", "in_colab", "setup", "show_source", "source_of", "STRICT_WARNINGS", "strict_deprecations"]
+__all__ = [
+    "Setup",
+    "in_colab",
+    "setup",
+    "show_source",
+    "source_of",
+    "LossFigure",
+    "STRICT_WARNINGS",
+    "strict_deprecations",
+]
 
 #: Threads used everywhere unless asked otherwise: Colab's free tier and CI have 2 cores.
 DEFAULT_THREADS = 2
@@ -237,3 +246,78 @@ def show_source(obj):
     from IPython.display import Code
 
     return Code(source_of(obj), language="python")
+
+
+# --- The loss curve of a training run ---------------------------------------------
+
+
+def _watched_interactively() -> bool:
+    """True in a notebook a person is running: the front end accepts ``input()``.
+
+    Notebooks executed by nbclient or nbval are run with stdin disabled, so
+    they get no live updates: they display only the final figure, and the
+    stored output holds exactly one clean figure.
+    """
+    if not _in_kernel():
+        return False
+    from IPython import get_ipython
+
+    kernel = getattr(get_ipython(), "kernel", None)
+    return bool(getattr(kernel, "_allow_stdin", False))
+
+
+class LossFigure:
+    """The loss curve of :func:`attnbook.train.train`, as two of its callbacks.
+
+    ``on_step`` redraws it every ``every`` optimizer steps and ``on_epoch``
+    after every epoch, while a person watches (``live``); ``finish`` shows the
+    final figure once, so an executed notebook stores exactly one clean figure.
+    """
+
+    def __init__(self, history, title: str | None = None, live: bool = False, every: int = 20) -> None:
+        import matplotlib.pyplot as plt
+
+        self.history, self.title, self.live, self.every = history, title, live, every
+        # Made by pyplot, so that the notebook knows how to render it; closed at once,
+        # so that pyplot does not show it a second time when the cell ends.
+        self.figure = plt.figure(figsize=(6.0, 3.4), layout="constrained")
+        plt.close(self.figure)
+        self.ax = self.figure.add_subplot()
+        self.handle = None
+        if live:
+            from IPython.display import display
+
+            history.plot(self.ax, title)
+            self.handle = display(self.figure, display_id=True)
+
+    @classmethod
+    def for_training(cls, history, title, *, plot: bool | None, live: bool | None, every: int) -> LossFigure | None:
+        """The figure :func:`~attnbook.train.train` draws: by default in a notebook, live when a person watches."""
+        if plot is None:
+            plot = _in_kernel()
+        if not plot:
+            return None
+        if live is None:
+            live = _watched_interactively()
+        return cls(history, title, live, every)
+
+    def _redraw(self) -> None:
+        if self.live and self.handle is not None:
+            self.history.plot(self.ax, self.title)
+            self.handle.update(self.figure)
+
+    def on_step(self, step) -> None:
+        if step.step % self.every == 0:
+            self._redraw()
+
+    def on_epoch(self, log) -> None:
+        self._redraw()
+
+    def finish(self) -> None:
+        self.history.plot(self.ax, self.title)
+        if self.handle is not None:
+            self.handle.update(self.figure)
+        else:
+            from IPython.display import display
+
+            display(self.figure)

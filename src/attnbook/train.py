@@ -10,8 +10,9 @@ gradient norm, then measures the loss on the validation batches. It stops after
 notebooks budget epochs, because a budget in seconds depends on the machine
 and would make the stored results irreproducible.
 
-In a notebook the loss curve is drawn as training goes when a person is
-watching, and exactly one final figure is left in the cell's output either way.
+In a notebook the loss curve (:class:`attnbook.notebook.LossFigure`, a pair of
+the loop's callbacks) is drawn as training goes when a person is watching, and
+exactly one final figure is left in the cell's output either way.
 
 The recipe of Vaswani et al. (2017), chapter 8: :class:`NoamSchedule`, the
 learning rate that warms up linearly and then decays as the inverse square root
@@ -330,61 +331,64 @@ class History:
         return ax
 
 
-# --- The live figure --------------------------------------------------------------
-
-
-def _watched_interactively() -> bool:
-    """True in a notebook a person is running: the front end accepts ``input()``.
-
-    Notebooks executed by nbclient or nbval are run with stdin disabled, so
-    they get no live updates: they display only the final figure, and the
-    stored output holds exactly one clean figure.
-    """
-    from .notebook import _in_kernel
-
-    if not _in_kernel():
-        return False
-    from IPython import get_ipython
-
-    kernel = getattr(get_ipython(), "kernel", None)
-    return bool(getattr(kernel, "_allow_stdin", False))
-
-
-class _LossFigure:
-    """The loss curve: updated in place while a person watches, shown once at the end otherwise."""
-
-    def __init__(self, history: History, title: str | None, live: bool) -> None:
-        import matplotlib.pyplot as plt
-
-        self.history, self.title, self.live = history, title, live
-        # Made by pyplot, so that the notebook knows how to render it; closed at once,
-        # so that pyplot does not show it a second time when the cell ends.
-        self.figure = plt.figure(figsize=(6.0, 3.4), layout="constrained")
-        plt.close(self.figure)
-        self.ax = self.figure.add_subplot()
-        self.handle = None
-        if live:
-            from IPython.display import display
-
-            history.plot(self.ax, title)
-            self.handle = display(self.figure, display_id=True)
-
-    def update(self) -> None:
-        if self.live and self.handle is not None:
-            self.history.plot(self.ax, self.title)
-            self.handle.update(self.figure)
-
-    def finish(self) -> None:
-        self.history.plot(self.ax, self.title)
-        if self.handle is not None:
-            self.handle.update(self.figure)
-        else:
-            from IPython.display import display
-
-            display(self.figure)
-
-
 # --- The loop --------------------------------------------------------------------
+
+
+def _check_loop_arguments(epochs: int, max_seconds: float | None, clip: float | None, log_every: int) -> None:
+    if not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"epochs must be an int >= 1, got {epochs!r}")
+    if max_seconds is not None and not max_seconds > 0:
+        raise ValueError(f"max_seconds must be > 0 (or None), got {max_seconds!r}")
+    if clip is not None and not clip > 0:
+        raise ValueError(f"clip must be > 0 (or None), got {clip!r}")
+    if log_every < 1:
+        raise ValueError(f"log_every must be >= 1, got {log_every}")
+
+
+def _batches_of_epoch(train_batches: Iterable | Callable[[int], Iterable], epoch: int) -> list:
+    """Epoch ``epoch``'s batches (counted from 1): from a function of the epoch, or a loader put at that epoch."""
+    if callable(train_batches) and not hasattr(train_batches, "__iter__"):
+        batches = train_batches(epoch)
+    else:
+        # A loader that reshuffles per epoch (attnbook.data.make_batches) is put at this
+        # run's epoch, so that a run never depends on how often it was read before.
+        sampler = getattr(train_batches, "batch_sampler", train_batches)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch - 1)
+        batches = train_batches
+    batches = list(batches)
+    if not batches:
+        raise ValueError("train_batches is empty")
+    return batches
+
+
+@dataclass
+class _Step:
+    """One optimizer step's ingredients, fixed for a call of :func:`train`."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Any | None
+    clip: float | None
+    pad_id: int
+    label_smoothing: float
+    device: torch.device
+
+    def __call__(self, batch, where: str) -> tuple[float, int]:
+        """Train on one batch; return its mean loss per target token and its number of target tokens."""
+        batch = _to(batch, self.device)
+        logits = self.model(batch.src, batch.src_mask, batch.tgt_in)
+        loss = sequence_loss(logits, batch.tgt_out, self.pad_id, self.label_smoothing)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"the loss became {float(loss)} at {where}: lower the learning rate")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.clip is not None:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
+        self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
+        return float(loss.detach()), int((batch.tgt_out != self.pad_id).sum())
 
 
 def train(
@@ -413,90 +417,57 @@ def train(
 
     ``train_batches`` is re-read every epoch; pass a function ``epoch -> batches``
     to reshuffle per epoch, or a loader whose sampler has ``set_epoch`` (as
-    :func:`attnbook.data.make_batches` gives): it is set to epochs 0, 1, ... Training stops after ``epochs`` epochs or once
-    ``max_seconds`` have passed (checked after every batch), whichever comes
-    first, and the model is validated after every epoch, including a cut-short
-    last one. The default optimizer is Adam with learning rate ``lr``; the
-    gradient norm is clipped to ``clip`` (``None``: no clipping); ``scheduler``,
-    if given, is stepped after every batch. ``seed`` seeds PyTorch (dropout)
-    so that a run is reproducible. ``plot`` (default: in a notebook) draws the
-    loss curve, ``live`` (default: when a person runs the notebook) updates it
-    as training goes. ``verbose`` prints one line per epoch.
+    :func:`attnbook.data.make_batches` gives): it is set to epochs 0, 1, ...
+    Training stops after ``epochs`` epochs or once ``max_seconds`` have passed
+    (checked after every batch), whichever comes first, and the model is
+    validated after every epoch, including a cut-short last one. The default
+    optimizer is Adam with learning rate ``lr``; the gradient norm is clipped to
+    ``clip`` (``None``: no clipping); ``scheduler``, if given, is stepped after
+    every batch. ``seed`` seeds PyTorch (dropout) so that a run is reproducible.
+    ``verbose`` prints one line per epoch.
 
-    Two optional callbacks let a caller watch and steer a long run (the command
-    line uses them for its progress line, periodic checkpoints and budgets):
-    ``on_step(TrainStep)`` is called after every optimizer (and scheduler)
-    step, ``on_epoch(EpochLog)`` after every epoch's validation; either one
-    returning ``True`` ends training there (a cut-short epoch is still
-    validated), recorded as ``stopped_by``.
+    Two optional callbacks let a caller watch and steer a run: ``on_step(TrainStep)``
+    after every optimizer (and scheduler) step, ``on_epoch(EpochLog)`` after
+    every epoch's validation; either one returning ``True`` ends training
+    there (a cut-short epoch is still validated), recorded as ``stopped_by``.
+    The command line uses them for its progress line, periodic checkpoints
+    and budgets; a notebook's loss curve is one more pair of them
+    (:class:`attnbook.notebook.LossFigure`): ``plot`` (default: in a notebook)
+    draws it, ``live`` (default: when a person runs the notebook) updates it as
+    training goes, ``title`` names it.
     """
-    if not isinstance(epochs, int) or epochs < 1:
-        raise ValueError(f"epochs must be an int >= 1, got {epochs!r}")
-    if max_seconds is not None and not max_seconds > 0:
-        raise ValueError(f"max_seconds must be > 0 (or None), got {max_seconds!r}")
-    if clip is not None and not clip > 0:
-        raise ValueError(f"clip must be > 0 (or None), got {clip!r}")
-    if log_every < 1:
-        raise ValueError(f"log_every must be >= 1, got {log_every}")
+    _check_loop_arguments(epochs, max_seconds, clip, log_every)
     if pad_id is None:
         pad_id = getattr(getattr(model, "config", None), "pad_id", 0)
     if seed is not None:
         torch.manual_seed(seed)
-    if plot is None:
-        from .notebook import _in_kernel
-
-        plot = _in_kernel()
-    if live is None:
-        live = plot and _watched_interactively()
-    device = _device_of(model)
-    optimizer = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
     history = History()
-    figure = _LossFigure(history, title, live) if plot else None
+    figure = None
+    if plot or plot is None:
+        from .notebook import LossFigure
 
-    def batches_for(epoch: int) -> Iterable:
-        if callable(train_batches) and not hasattr(train_batches, "__iter__"):
-            return train_batches(epoch)
-        # A loader that reshuffles per epoch (attnbook.data.make_batches) is put at this
-        # run's epoch, so that a run never depends on how often it was read before.
-        sampler = getattr(train_batches, "batch_sampler", train_batches)
-        if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(epoch - 1)
-        return train_batches
+        figure = LossFigure.for_training(history, title, plot=plot, live=live, every=4 * log_every)
+    step_hooks = [hook for hook in (figure and figure.on_step, on_step) if hook is not None]
+    epoch_hooks = [hook for hook in (figure and figure.on_epoch, on_epoch) if hook is not None]
+    optimizer = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
+    train_step = _Step(model, optimizer, scheduler, clip, pad_id, label_smoothing, _device_of(model))
 
-    start = time.perf_counter()
-    step = 0
+    start, step = time.perf_counter(), 0
     for epoch in range(1, epochs + 1):
         model.train()
         epoch_start = time.perf_counter()
         total, tokens, out_of_time = 0.0, 0, False
-        epoch_batches = list(batches_for(epoch))
-        if not epoch_batches:
-            raise ValueError("train_batches is empty")
-        for i, batch in enumerate(epoch_batches):
-            batch = _to(batch, device)
-            logits = model(batch.src, batch.src_mask, batch.tgt_in)
-            loss = sequence_loss(logits, batch.tgt_out, pad_id, label_smoothing)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"the loss became {float(loss)} at epoch {epoch}, batch {i}: lower the learning rate")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if clip is not None:
-                nn.utils.clip_grad_norm_(model.parameters(), clip)
-            optimizer.step()
-            if scheduler is not None:
-                scheduler.step()
-            n = int((batch.tgt_out != pad_id).sum())
-            total += float(loss.detach()) * n
-            tokens += n
-            step += 1
+        batches = _batches_of_epoch(train_batches, epoch)
+        for i, batch in enumerate(batches):
+            loss, n = train_step(batch, f"epoch {epoch}, batch {i}")
+            total, tokens, step = total + loss * n, tokens + n, step + 1
             if step % log_every == 0:
-                history.steps.append((epoch - 1 + (i + 1) / len(epoch_batches), float(loss.detach())))
-                if figure is not None and step % (log_every * 4) == 0:
-                    figure.update()
+                history.steps.append((epoch - 1 + (i + 1) / len(batches), loss))
             if max_seconds is not None and time.perf_counter() - start >= max_seconds:
                 out_of_time = True
                 break
-            if on_step is not None and on_step(TrainStep(epoch, i + 1, len(epoch_batches), step, float(loss.detach()), n)):
+            report = TrainStep(epoch, i + 1, len(batches), step, loss, n)
+            if any([hook(report) for hook in step_hooks]):  # every hook hears of every step
                 history.stopped_by = f"on_step during epoch {epoch}"
                 break
         train_seconds = time.perf_counter() - epoch_start
@@ -506,13 +477,8 @@ def train(
         log = EpochLog(epoch, total / tokens, valid, time.perf_counter() - epoch_start, tokens)
         history.epochs.append(log)
         if verbose:
-            line = f"epoch {epoch:>2}/{epochs}: train loss {log.train_loss:.3f}"
-            if valid is not None:
-                line += f", valid loss {valid:.3f}"
-            print(line + f"  ({log.seconds:.1f} s)", flush=True)
-        if figure is not None:
-            figure.update()
-        stop_now = on_epoch is not None and on_epoch(log)  # called for a cut-short epoch too
+            _print_epoch(log, epochs)
+        stop_now = any([hook(log) for hook in epoch_hooks])  # called for a cut-short epoch too
         if out_of_time:
             history.stopped_by = f"time budget ({max_seconds:g} s) during epoch {epoch}"
             break
@@ -529,6 +495,13 @@ def train(
     if figure is not None:
         figure.finish()
     return history
+
+
+def _print_epoch(log: EpochLog, epochs: int) -> None:
+    line = f"epoch {log.epoch:>2}/{epochs}: train loss {log.train_loss:.3f}"
+    if log.valid_loss is not None:
+        line += f", valid loss {log.valid_loss:.3f}"
+    print(line + f"  ({log.seconds:.1f} s)", flush=True)
 
 
 # --- Checkpoints ------------------------------------------------------------------
