@@ -30,10 +30,7 @@ def _unsupported_message(report) -> str:
 
 #: Files whose prose has not yet been corrected (issue 18 stays open for them): the test still runs on them and
 #: must still find unsupported figures there (strict), so that a file drops out of this list once it is corrected.
-NOT_YET_CORRECTED: dict[str, str] = {
-    "benchmarks.md": "its figures come from benchmark runs whose records (tests/benchmarks/results/*.json) the page "
-    "does not name yet: issue 18, left for the next change to the benchmarks page",
-}
+NOT_YET_CORRECTED: dict[str, str] = {}
 
 
 def _pending(paths):
@@ -54,6 +51,20 @@ def test_every_figure_in_a_chapter_is_printed_by_a_cell(path):
 def test_every_figure_a_book_page_quotes_is_printed_or_declared(path):
     report = check_page(path)
     assert not report.unsupported, _unsupported_message(report)
+
+
+def test_the_benchmarks_page_shows_the_recorded_runs_as_they_were_recorded():
+    """The page's tables are rendered from the recorded JSON (tests/benchmarks/page.py), never typed."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "benchmarks"))
+    import page
+
+    assert page.REPORT.is_file(), "no recorded run: python tests/benchmarks/run_all.py --record"
+    assert page.REPORT.read_text(encoding="utf-8") == page.render(), (
+        "book/results/bench/report.md is not what the recorded JSON beside it gives: python tests/benchmarks/page.py"
+    )
+    assert "```{include} results/bench/report.md" in (ROOT / "book" / "benchmarks.md").read_text(encoding="utf-8")
 
 
 def _claim(text: str) -> Claim:

@@ -22,6 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import Report  # noqa: E402
 
 from notebook_index import NOTEBOOKS, TRAINING_NOTEBOOKS  # noqa: E402
 
@@ -62,21 +65,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebook")
     args = parser.parse_args(argv)
+    record = Report(__file__, argv)
     paths = [p.resolve() for p in args.notebooks] or NOTEBOOKS
     print(f"load average before: {os.getloadavg()[0]:.2f}; {os.cpu_count()} cores", flush=True)
     print(f"{'notebook':<34} {'wall s':>7} {'CPU s':>7} {'budget s':>8}  within", flush=True)
-    over = []
+    over, times = [], {}
     total_wall = total_cpu = 0.0
     for path in paths:
         wall, cpu = run_alone(path)
         total_wall, total_cpu = total_wall + wall, total_cpu + cpu
-        ok = wall <= budget(path)
+        ok = record.target(f"{path.stem}, wall seconds alone", round(wall, 1), budget(path), unit="s")
+        times[path.stem] = {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "budget_s": budget(path)}
         over += [] if ok else [path.name]
         print(f"{path.name:<34} {wall:7.1f} {cpu:7.1f} {budget(path):8d}  {'yes' if ok else 'NO'}", flush=True)
     print(f"{'all, one after another':<34} {total_wall:7.1f} {total_cpu:7.1f}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     print(f"over budget: {', '.join(over)}" if over else "every notebook within its budget")
-    return 1 if over else 0
+    times["all, one after another"] = {"wall_s": round(total_wall, 1), "cpu_s": round(total_cpu, 1)}
+    record.figure("seconds", times)
+    return record.finish()
 
 
 if __name__ == "__main__":

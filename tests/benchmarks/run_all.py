@@ -10,8 +10,13 @@ non-zero only then, if a target was missed or a script failed.
     python tests/benchmarks/run_all.py                  # every benchmark
     python tests/benchmarks/run_all.py multihead rnn    # those whose names contain these words
     python tests/benchmarks/run_all.py --list           # what would run
+    python tests/benchmarks/run_all.py --record         # also copy the results to book/results/bench/
 
-The summary is also written to ``results/summary.json``.
+The summary is also written to ``results/summary.json``. With ``--record``, the
+results of this run (each script's file and the summary, named
+``summary_<words>.json`` for a partial run) are copied to ``book/results/bench/``,
+where the book's benchmarks page quotes them (``tests/claims.py`` holds the page
+to them).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -28,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import page  # noqa: E402
 from _report import HERE, describe, format_number, load, machine, results_dir  # noqa: E402
 
 
@@ -86,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("words", nargs="*", help="run only the benchmarks whose names contain one of these")
     parser.add_argument("--list", action="store_true", help="list the benchmarks that would run, and stop")
+    parser.add_argument("--record", action="store_true", help=f"copy this run's results to {RECORDED}/ for the book")
     args = parser.parse_args(argv)
     todo = scripts(args.words)
     if args.list or not todo:
@@ -127,7 +135,26 @@ def main(argv: list[str] | None = None) -> int:
                "machine": info, "load_before": load_before, "load_after": load_after, "runs": runs, "rows": rows}
     results_dir().mkdir(parents=True, exist_ok=True)
     (results_dir() / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    if args.record:
+        record_run(summary, args.words)
     return 1 if failed else 0
+
+
+#: Where ``--record`` copies a run's results: the folder the benchmarks page names as its source.
+RECORDED = "book/results/bench"
+
+
+def record_run(summary: dict, words: list[str]) -> None:
+    """Copy this run's result files and its summary to :data:`RECORDED`, replacing older copies of the same scripts."""
+    target = HERE.parents[1] / RECORDED
+    target.mkdir(parents=True, exist_ok=True)
+    for run in summary["runs"]:
+        if run["results"] is not None:
+            shutil.copyfile(results_dir() / run["results"], target / run["results"])
+    name = "summary.json" if not words else f"summary_{'_'.join(words)}.json"
+    (target / name).write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"recorded in {RECORDED}/: {', '.join(r['results'] for r in summary['runs'] if r['results'])}, {name}")
+    print(f"the benchmarks page's tables: {page.write(target).relative_to(HERE.parents[1])}")
 
 
 if __name__ == "__main__":
