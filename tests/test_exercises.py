@@ -132,3 +132,68 @@ def test_messages_show_a_few_significant_digits_not_float32_last_bits():
     assert "expected 0.09003, got nan" in compare(torch.tensor([0.09003057330846786]), torch.tensor([float("nan")]))
     import numpy
     assert "expected 0.5, got 0.25" in compare(numpy.array([0.5]), numpy.array([0.25]))
+
+
+FORBIDDING = sorted(name for name, checker in CHECKERS.items() if checker.forbidden)
+
+
+@pytest.mark.parametrize("name", FORBIDDING)
+def test_checker_rejects_the_packaged_answer_with_a_clear_message(name):
+    """The planted mistake 'calls the library': a true answer without the block, refused with the message under it."""
+    from attnbook.exercises import LIBRARY_MISTAKE
+
+    checker = CHECKERS[name]
+    for dotted, answer in checker.forbidden.items():
+        assert answer is not None, f"{name}: plant a function that answers with {dotted}"
+        for case in checker.cases:  # unblocked, the planted call answers every case: it is the packaged answer
+            problem = compare(checker._run(checker.reference, case), checker._run(answer, case), checker.atol, checker.rtol)
+            assert problem is None, f"{name}: the planted call of {dotted} is not an answer ({case.name}: {problem})"
+        result = checker(answer)
+        assert not result and result.mistake == LIBRARY_MISTAKE, result.message
+        assert f"this exercise asks you to write it: `{dotted}` is the answer, not a tool" in result.message
+    assert checker(checker.reference).passed  # and everything was put back
+
+
+def test_forbid_patches_every_name_that_holds_the_function_and_restores_them():
+    import attnbook.masks
+    from attnbook.exercises import ForbiddenCall, forbid
+    from attnbook.masks import padding_mask
+
+    original_exp = torch.Tensor.exp
+    notebook = {"padding_mask": padding_mask, "other": 3}
+    with forbid(["attnbook.masks.padding_mask", "torch.Tensor.exp", "torch.nn.GRUCell"], [notebook]) as hits:
+        for call in (
+            lambda: notebook["padding_mask"](torch.tensor([1]), 2),
+            lambda: attnbook.masks.padding_mask(torch.tensor([1]), 2),
+            lambda: torch.zeros(2).exp(),
+            lambda: torch.nn.GRUCell(2, 3),
+        ):
+            with pytest.raises(ForbiddenCall, match="is the answer, not a tool"):
+                call()
+        assert torch.zeros(2).sin().shape == (2,)  # what is not named still works
+    assert hits == ["attnbook.masks.padding_mask"] * 2 + ["torch.Tensor.exp", "torch.nn.GRUCell"]
+    assert notebook["padding_mask"] is padding_mask and attnbook.masks.padding_mask is padding_mask
+    assert torch.Tensor.exp is original_exp and "exp" not in torch.Tensor.__dict__
+    assert torch.nn.GRUCell(2, 3).hidden_size == 3
+
+
+def test_a_forbidden_call_is_reported_even_when_the_learner_catches_it():
+    from attnbook.exercises import LIBRARY_MISTAKE
+
+    def _halve(x):
+        return x / 2
+
+    checker = Checker(
+        "forbid_demo", reference=lambda x: x.exp() / 2, cases=[Case("a tensor", (torch.tensor([1.0, 2.0]),))],
+        mistakes=[], forbidden={"torch.exp": lambda x: torch.exp(x) / 2},
+    )
+
+    def sneaky(x):
+        try:
+            return torch.exp(x) / 2
+        except Exception:
+            return _halve(x.exp())
+
+    result = checker(sneaky)
+    assert not result and result.mistake == LIBRARY_MISTAKE, result.message
+    assert checker(lambda x: _halve(x.exp())).passed

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from attnbook.attention import AdditiveAttention, DotProductAttention, masked_softmax
+from attnbook.attention import DotProductAttention, masked_softmax
 from attnbook.exercises import ch02_rnn_encoder_decoder as ch02
 from attnbook.exercises import ch03_attention as ch03
 from attnbook.masks import padding_mask
@@ -20,10 +22,12 @@ def test_gru_step_is_pytorchs_gru_cell():
     assert torch.allclose(ours, cell(x, h), atol=1e-6)
 
 
-def test_padded_loss_is_sequence_loss():
+def test_sentence_log_probs_add_up_to_the_summed_loss():
     torch.manual_seed(1)
     logits, targets = torch.randn(3, 5, 7), torch.tensor([[4, 5, 2, 0, 0], [6, 6, 6, 6, 2], [2, 0, 0, 0, 0]])
-    assert torch.isclose(ch02.check_padded_loss.reference(logits, targets), sequence_loss(logits, targets))
+    per_sentence = ch02.check_sentence_log_probs.reference(logits, targets)
+    assert per_sentence.shape == (3,)
+    assert torch.isclose(-per_sentence.sum(), sequence_loss(logits, targets, reduction="sum"))
 
 
 def test_last_real_state_is_what_packing_gives():
@@ -41,25 +45,26 @@ def test_trim_after_eos_is_what_greedy_decoding_stores():
     assert ch02.check_trim_after_eos.reference(ids).tolist() == [[5, 2, 0, 0], [4, 4, 4, 4]]
 
 
-def test_masked_softmax_lengths_is_the_library_masked_softmax():
+def test_masked_softmax_per_query_with_one_length_per_sentence_is_the_library_masked_softmax():
     torch.manual_seed(3)
     scores, lens = torch.randn(3, 2, 5), torch.tensor([5, 0, 2])
     expected = masked_softmax(scores, padding_mask(lens, 5)[:, None, :])
-    assert torch.equal(ch03.check_masked_softmax_lengths.reference(scores, lens), expected)
+    assert torch.equal(ch03.check_masked_softmax_per_query.reference(scores, lens[:, None].expand(3, 2)), expected)
 
 
-def test_additive_scores_are_the_modules_scores():
-    torch.manual_seed(4)
-    attn = AdditiveAttention(3, 5, 4)
-    q, k = torch.randn(2, 3, 3), torch.randn(2, 6, 5)
-    ours = ch03.check_additive_scores.reference(q, k, attn.W_q.weight, attn.W_k.weight, attn.w_v.weight[0])
-    assert torch.allclose(ours, attn.scores(q, attn.project_keys(k)), atol=1e-6)
-
-
-def test_dot_product_attention_is_the_module():
+def test_general_attention_with_a_scaled_identity_is_scaled_dot_product_attention():
     torch.manual_seed(5)
     q, k, v = torch.randn(2, 3, 8), torch.randn(2, 4, 8), torch.randn(2, 4, 2)
     mask = padding_mask(torch.tensor([4, 2]), 4)
-    out, weights = ch03.check_dot_product_attention.reference(q, k, v, mask)
+    out, weights = ch03.check_general_attention.reference(q, k, v, torch.eye(8) / math.sqrt(8), mask)
     expected_out, expected_weights = DotProductAttention()(q, k, v, mask)
     assert torch.allclose(out, expected_out, atol=1e-6) and torch.allclose(weights, expected_weights, atol=1e-6)
+
+
+def test_diagonal_attention_with_a_huge_width_is_the_masked_softmax_and_with_a_tiny_one_the_diagonal():
+    torch.manual_seed(6)
+    scores, lengths = torch.randn(2, 3, 5), torch.tensor([5, 3])
+    wide = ch03.check_diagonal_attention.reference(scores, lengths, 1e6)
+    assert torch.allclose(wide, masked_softmax(scores, padding_mask(lengths, 5)[:, None, :]), atol=1e-6)
+    narrow = ch03.check_diagonal_attention.reference(scores, lengths, 1e-2)
+    assert narrow.argmax(-1).tolist() == [[0, 2, 4], [0, 1, 2]]

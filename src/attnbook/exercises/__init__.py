@@ -8,24 +8,48 @@ result is wrong it reports, in plain words, which case, what was expected, what
 came back, and, when the wrong answer is exactly what a known mistake gives,
 which mistake that is and how to fix it.
 
+An exercise that asks for something the library (or PyTorch) already packages
+lists those names in ``forbidden``: while the learner's function runs, each of
+them answers with a clear message instead of computing (see :func:`forbid`),
+and the checker reports the mistake :data:`LIBRARY_MISTAKE`.
+
 Each chapter's checkers live in the module named after the chapter's notebook,
 for example ``attnbook.exercises.ch00_tensors`` for ``notebooks/00_tensors.ipynb``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import importlib
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["Case", "Mistake", "Checker", "CheckResult", "compare", "format_number", "format_pair", "registry", "NOT_ATTEMPTED"]
+__all__ = [
+    "Case",
+    "Mistake",
+    "Checker",
+    "CheckResult",
+    "ForbiddenCall",
+    "compare",
+    "forbid",
+    "format_number",
+    "format_pair",
+    "registry",
+    "LIBRARY_MISTAKE",
+    "NOT_ATTEMPTED",
+]
 
 #: The words that start a checker's answer to a stub (``...``, ``return None`` or
 #: ``raise NotImplementedError``): an attempt cell stores this message, never a traceback.
 NOT_ATTEMPTED = "not attempted yet"
 
 _REGISTRY: dict[str, "Checker"] = {}
+
+#: The mistake a checker reports when the learner's function called a packaged version of the answer.
+LIBRARY_MISTAKE = "the packaged answer called"
 
 
 def registry() -> dict[str, "Checker"]:
@@ -207,6 +231,84 @@ def _compare_arrays(kind: str, expected, got, atol: float, rtol: float, where: s
     return None
 
 
+class ForbiddenCall(RuntimeError):
+    """Raised by a forbidden function while a checker runs a learner's function."""
+
+
+def _resolve(dotted: str):
+    """``(owner, attribute, object)`` for a dotted name such as ``attnbook.masks.padding_mask`` or ``torch.Tensor.exp``."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            owner = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attribute in parts[cut:-1]:
+            owner = getattr(owner, attribute)
+        return owner, parts[-1], getattr(owner, parts[-1])
+    raise ValueError(f"cannot resolve {dotted!r}: it must start with an importable module")
+
+
+def _blocker(dotted: str, hits: list[str]):
+    def blocked(*args, **kwargs):
+        hits.append(dotted)
+        raise ForbiddenCall(f"this exercise asks you to write it: `{dotted}` is the answer, not a tool")
+
+    blocked.__name__ = dotted.rsplit(".", 1)[-1]
+    blocked.__qualname__ = f"forbidden {dotted}"
+    return blocked
+
+
+@contextlib.contextmanager
+def forbid(names, namespaces=(), hits: list[str] | None = None):
+    """Within the block, every function named in ``names`` raises :class:`ForbiddenCall` instead of computing.
+
+    Each dotted name is patched where it is defined and under every name that holds the same object in the
+    modules of ``attnbook``, in ``__main__`` (a notebook's globals) and in ``namespaces`` (for example a
+    learner's ``fn.__globals__``), so that ``from attnbook.positional import sinusoidal_table`` in a notebook is
+    caught as well as ``positional.sinusoidal_table``. Everything is restored on exit. The names called are
+    appended to ``hits``, so that a call the learner's code caught and ignored is still noticed.
+    """
+    hits = [] if hits is None else hits
+    patched: list[tuple[Any, str, bool, Any]] = []  # (where, attribute, was it in where's own __dict__, old value)
+
+    def patch(where, attribute, new):
+        own = attribute in getattr(where, "__dict__", {}) if not isinstance(where, dict) else True
+        old = where[attribute] if isinstance(where, dict) else getattr(where, attribute)
+        patched.append((where, attribute, own, old))
+        if isinstance(where, dict):
+            where[attribute] = new
+        else:
+            setattr(where, attribute, new)
+
+    try:
+        targets = {}
+        for dotted in names:
+            owner, attribute, original = _resolve(dotted)
+            blocked = _blocker(dotted, hits)
+            targets[id(original)] = blocked
+            patch(owner, attribute, blocked)
+        spaces = [vars(m) for name, m in list(sys.modules.items()) if name == "__main__" or name.startswith("attnbook")]
+        spaces += [space for space in namespaces if space is not None]
+        seen = set()
+        for space in spaces:
+            if id(space) in seen:
+                continue
+            seen.add(id(space))
+            for key, value in list(space.items()):
+                if id(value) in targets:
+                    patch(space, key, targets[id(value)])
+        yield hits
+    finally:
+        for where, attribute, own, old in reversed(patched):
+            if isinstance(where, dict):
+                where[attribute] = old
+            elif own:
+                setattr(where, attribute, old)
+            else:
+                delattr(where, attribute)
+
+
 class Checker:
     """Checks a learner's function against a reference on cases that expose mistakes.
 
@@ -223,6 +325,13 @@ class Checker:
         and, by the tests, to prove the checker catches them.
     atol, rtol:
         Tolerances for floating-point results.
+    forbidden:
+        The packaged versions of what the exercise asks for, as dotted names
+        (``"attnbook.positional.sinusoidal_table"``, ``"torch.nn.GRUCell"``),
+        each mapped to a function that answers the exercise by calling it (the
+        planted mistake the tests try). While the learner's function runs, they
+        raise :class:`ForbiddenCall`, and the checker reports
+        :data:`LIBRARY_MISTAKE`.
     """
 
     def __init__(
@@ -233,6 +342,7 @@ class Checker:
         mistakes: list[Mistake],
         atol: float = 1e-5,
         rtol: float = 1e-4,
+        forbidden: dict[str, Callable | None] | None = None,
     ) -> None:
         if not cases:
             raise ValueError(f"checker {name!r} needs at least one case")
@@ -242,6 +352,9 @@ class Checker:
         self.mistakes = list(mistakes)
         self.atol = atol
         self.rtol = rtol
+        self.forbidden = dict(forbidden or {})
+        for dotted in self.forbidden:
+            _resolve(dotted)  # fail at import time on a misspelt name
         _REGISTRY[name] = self
 
     def __repr__(self) -> str:
@@ -262,21 +375,44 @@ class Checker:
                 return mistake
         return None
 
+    def _run_learner(self, fn: Callable, case: Case, hits: list[str]):
+        if not self.forbidden:
+            return self._run(fn, case)
+        with forbid(self.forbidden, (getattr(fn, "__globals__", None),), hits):
+            return self._run(fn, case)
+
+    def _library_used(self, case: Case, dotted: str) -> CheckResult:
+        return CheckResult(
+            False,
+            f"✗ {self.name}, case '{case.name}': this exercise asks you to write it: `{dotted}` is the answer, "
+            "not a tool; write it yourself.\n"
+            f"  This is the mistake '{LIBRARY_MISTAKE}'.",
+            case.name,
+            LIBRARY_MISTAKE,
+        )
+
     def __call__(self, fn: Callable) -> CheckResult:
         if not callable(fn):
             return CheckResult(False, f"✗ {self.name}: expected a function, got {type(fn).__name__}")
         for number, case in enumerate(self.cases):
             expected = self._run(self.reference, case)
+            hits: list[str] = []
             try:
-                got = self._run(fn, case)
+                got = self._run_learner(fn, case, hits)
+            except ForbiddenCall:
+                return self._library_used(case, hits[0])
             except NotImplementedError:
                 return self._not_attempted("it raised NotImplementedError", case.name)
             except Exception as err:  # report, never crash the notebook
+                if hits:  # a forbidden call, its error wrapped in another one on the way out
+                    return self._library_used(case, hits[0])
                 return CheckResult(
                     False,
                     f"✗ {self.name}, case '{case.name}': it raised {type(err).__name__}: {err}",
                     case.name,
                 )
+            if hits:  # a forbidden call whose error the learner's code caught
+                return self._library_used(case, hits[0])
             if got is None and expected is not None:
                 if number == 0:  # a stub whose body is `...` (or `pass`) returns None
                     return self._not_attempted("it returned None", case.name)

@@ -3,90 +3,87 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
+from ..train import sequence_loss
 from . import Case, Checker, Mistake
 
-__all__ = ["check_padded_loss", "check_gru_step", "check_last_real_state", "check_trim_after_eos"]
+__all__ = ["check_sentence_log_probs", "check_gru_step", "check_last_real_state", "check_trim_after_eos"]
 
 _gen = torch.Generator().manual_seed(2)
 
 
-# --- Exercise: a loss that ignores padding ---------------------------------------
+# --- Exercise: the log-probability of each sentence under teacher forcing ---------------------------------------------
 
 
-def _padded_loss(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
-    per_token = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # (B, T)
+def _sentence_log_probs(logits, targets, pad_id=0):
+    log_probs = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0]  # (B, T): log p(y_t | ...)
+    return (log_probs * (targets != pad_id)).sum(dim=1)  # (B,): summed over each sentence's real tokens
+
+
+def _slp_padding_counted(logits, targets, pad_id=0):
+    return torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0].sum(dim=1)
+
+
+def _slp_averaged(logits, targets, pad_id=0):
     real = targets != pad_id
-    return (per_token * real).sum() / real.sum()
+    return _sentence_log_probs(logits, targets, pad_id) / real.sum(dim=1)
 
 
-def _loss_over_every_position(logits, targets, pad_id=0):
-    return F.cross_entropy(logits.transpose(1, 2), targets)
+def _slp_raw_logits(logits, targets, pad_id=0):
+    return (logits.gather(-1, targets[..., None])[..., 0] * (targets != pad_id)).sum(dim=1)
 
 
-def _loss_mean_of_sentence_means(logits, targets, pad_id=0):
-    per_token = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
-    real = targets != pad_id
-    return ((per_token * real).sum(1) / real.sum(1)).mean()
+def _slp_one_number(logits, targets, pad_id=0):
+    return _sentence_log_probs(logits, targets, pad_id).sum()
 
 
-def _loss_summed(logits, targets, pad_id=0):
-    per_token = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
-    return (per_token * (targets != pad_id)).sum()
+def _slp_with_library(logits, targets, pad_id=0):
+    return torch.stack([-sequence_loss(logits[b : b + 1], targets[b : b + 1], pad_id, reduction="sum") for b in range(len(targets))])
 
 
-def _loss_pad_is_zero(logits, targets, pad_id=0):
-    per_token = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
-    real = targets != 0
-    return (per_token * real).sum() / real.sum()
+_gs = torch.Generator().manual_seed(21)
 
-
-check_padded_loss = Checker(
-    "padded_loss",
-    reference=_padded_loss,
+check_sentence_log_probs = Checker(
+    "sentence_log_probs",
+    reference=_sentence_log_probs,
     cases=[
-        Case("one sentence, no padding", (torch.randn(1, 3, 5, generator=_gen), torch.tensor([[4, 1, 2]]))),
+        Case("one sentence of 3 tokens, no padding, V=4", (torch.randn(1, 3, 4, generator=_gs), torch.tensor([[3, 1, 2]]))),
         Case(
-            "two sentences of lengths 4 and 2",
-            (torch.randn(2, 4, 6, generator=_gen), torch.tensor([[3, 4, 5, 2], [5, 2, 0, 0]])),
+            "lengths 4 and 2, padded to 4, V=6",
+            (torch.randn(2, 4, 6, generator=_gs), torch.tensor([[4, 5, 3, 2], [5, 2, 0, 0]])),
         ),
         Case(
-            "three sentences of lengths 5, 1 and 3",
-            (torch.randn(3, 5, 7, generator=_gen), torch.tensor([[6, 5, 4, 3, 2], [2, 0, 0, 0, 0], [4, 4, 2, 0, 0]])),
-        ),
-        Case(
-            "padding id 1 instead of 0",
-            (torch.randn(2, 3, 5, generator=_gen), torch.tensor([[0, 4, 2], [3, 1, 1]])),
-            {"pad_id": 1},
+            "<pad> is id 7 here",
+            (torch.randn(3, 3, 8, generator=_gs), torch.tensor([[1, 2, 7], [3, 7, 7], [4, 5, 6]])),
+            {"pad_id": 7},
         ),
     ],
     mistakes=[
         Mistake(
+            "logits taken for log-probabilities",
+            "a logit is not a log-probability: apply log_softmax over the vocabulary first, then pick the target's entry.",
+            _slp_raw_logits,
+        ),
+        Mistake(
             "padding counted",
-            "the mean runs over every position, padding included: the model is rewarded for predicting <pad> "
-            "and short sentences weigh less. Multiply the per-token losses by `targets != pad_id` and divide by "
-            "the number of real tokens.",
-            _loss_over_every_position,
+            "the padding positions are not words of the sentence: multiply the per-token log-probabilities by "
+            "targets != pad_id before summing.",
+            _slp_padding_counted,
         ),
         Mistake(
-            "mean of sentence means",
-            "averaging each sentence first, then the sentences, gives a token of a short sentence more weight than a "
-            "token of a long one; divide the sum over all real tokens of the batch by their count.",
-            _loss_mean_of_sentence_means,
+            "averaged, not summed",
+            "the probability of a sentence is the product of its tokens' probabilities: sum their logs, do not "
+            "average them.",
+            _slp_averaged,
         ),
         Mistake(
-            "sum instead of mean",
-            "the sum grows with the batch and with sentence length, so the learning rate would have to change with "
-            "them; divide by the number of real tokens.",
-            _loss_summed,
-        ),
-        Mistake(
-            "pad id hard-coded to 0",
-            "use the `pad_id` argument to find the padding, not the literal 0.",
-            _loss_pad_is_zero,
+            "one number for the batch",
+            "return one log-probability per sentence, shape (B,): sum over the time axis only (dim=1).",
+            _slp_one_number,
         ),
     ],
+    atol=1e-4,
+    forbidden={"attnbook.train.sequence_loss": _slp_with_library},
 )
 
 
@@ -137,6 +134,18 @@ def _gru_case(B, E, H):
     )
 
 
+def _gru_with_cell(x, h, W_ih, W_hh, b_ih, b_hh):
+    cell = torch.nn.GRUCell(x.shape[1], h.shape[1]).to(x.dtype)
+    cell.load_state_dict({"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih, "bias_hh": b_hh})
+    return cell(x, h).detach()
+
+
+def _gru_with_layer(x, h, W_ih, W_hh, b_ih, b_hh):
+    gru = torch.nn.GRU(x.shape[1], h.shape[1], batch_first=True).to(x.dtype)
+    gru.load_state_dict({"weight_ih_l0": W_ih, "weight_hh_l0": W_hh, "bias_ih_l0": b_ih, "bias_hh_l0": b_hh})
+    return gru(x[:, None], h[None])[1][0].detach()
+
+
 check_gru_step = Checker(
     "gru_step",
     reference=_gru_step,
@@ -164,6 +173,7 @@ check_gru_step = Checker(
             _gru_gates_swapped,
         ),
     ],
+    forbidden={"torch.nn.GRUCell": _gru_with_cell, "torch.nn.GRU": _gru_with_layer},
 )
 
 

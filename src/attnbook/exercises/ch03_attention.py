@@ -6,9 +6,16 @@ import math
 
 import torch
 
+from ..attention import masked_softmax
+from ..masks import padding_mask
 from . import Case, Checker, Mistake
 
-__all__ = ["check_masked_softmax_lengths", "check_additive_scores", "check_dot_product_attention", "check_alignment_accuracy"]
+__all__ = [
+    "check_masked_softmax_per_query",
+    "check_general_attention",
+    "check_diagonal_attention",
+    "check_alignment_accuracy",
+]
 
 _gen = torch.Generator().manual_seed(3)
 
@@ -17,209 +24,227 @@ def _randn(*shape):
     return torch.randn(*shape, generator=_gen)
 
 
-# --- Exercise: a masked softmax from valid lengths -------------------------------------
+def _softmax_ignoring(scores, mask):
+    """Chapter 3's masked softmax: the most negative finite fill, then exactly zero, never NaN."""
+    return torch.softmax(scores.masked_fill(mask, torch.finfo(scores.dtype).min), dim=-1).masked_fill(mask, 0.0)
 
 
-def _masked_softmax_lengths(scores: torch.Tensor, valid_lens: torch.Tensor) -> torch.Tensor:
-    S = scores.shape[-1]
-    mask = torch.arange(S)[None, None, :] >= valid_lens[:, None, None]  # (B, 1, S), True = ignore
-    filled = scores.masked_fill(mask, torch.finfo(scores.dtype).min)
-    return torch.softmax(filled, dim=-1).masked_fill(mask, 0.0)
+# --- Exercise: a masked softmax with a valid length per query ------------------------------------------------------
 
 
-def _softmax_minus_inf(scores, valid_lens):
-    mask = torch.arange(scores.shape[-1])[None, None, :] >= valid_lens[:, None, None]
-    return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
+def _per_query_mask(scores, valid_lens):
+    return torch.arange(scores.shape[-1]) >= valid_lens[..., None]  # (B, T, S): key j of query t is ignored
 
 
-def _softmax_large_negative(scores, valid_lens):
-    mask = torch.arange(scores.shape[-1])[None, None, :] >= valid_lens[:, None, None]
-    return torch.softmax(scores.masked_fill(mask, -1e9), dim=-1)
+def _masked_softmax_per_query(scores, valid_lens):
+    return _softmax_ignoring(scores, _per_query_mask(scores, valid_lens))
 
 
-def _softmax_keeps_one_too_many(scores, valid_lens):
-    mask = torch.arange(scores.shape[-1])[None, None, :] > valid_lens[:, None, None]
-    return torch.softmax(scores.masked_fill(mask, -1e9), dim=-1).masked_fill(mask, 0.0)
+def _pq_minus_inf(scores, valid_lens):
+    return torch.softmax(scores.masked_fill(_per_query_mask(scores, valid_lens), float("-inf")), dim=-1)
 
 
-def _softmax_masks_queries(scores, valid_lens):
-    mask = torch.arange(scores.shape[-2])[None, :, None] >= valid_lens[:, None, None]  # over T, not S
-    return torch.softmax(scores, dim=-1).masked_fill(mask, 0.0)
+def _pq_not_zeroed(scores, valid_lens):
+    return torch.softmax(scores.masked_fill(_per_query_mask(scores, valid_lens), -1e9), dim=-1)
 
 
-check_masked_softmax_lengths = Checker(
-    "masked_softmax_lengths",
-    reference=_masked_softmax_lengths,
+def _pq_one_too_many(scores, valid_lens):
+    return _softmax_ignoring(scores, torch.arange(scores.shape[-1]) > valid_lens[..., None])
+
+
+def _pq_one_per_sentence(scores, valid_lens):
+    return _softmax_ignoring(scores, torch.arange(scores.shape[-1]) >= valid_lens[:, :1, None])
+
+
+def _pq_with_library(scores, valid_lens):
+    return masked_softmax(scores, _per_query_mask(scores, valid_lens))
+
+
+def _pq_with_padding_mask(scores, valid_lens):
+    B, T, S = scores.shape
+    return _softmax_ignoring(scores, padding_mask(valid_lens.reshape(-1), S).reshape(B, T, S))
+
+
+check_masked_softmax_per_query = Checker(
+    "masked_softmax_per_query",
+    reference=_masked_softmax_per_query,
     cases=[
-        Case("one query, 2 of 4 keys valid", (torch.tensor([[[1.0, 2.0, 3.0, 4.0]]]), torch.tensor([2]))),
-        Case("B=2, T=3, S=5, lengths 3 and 5", (_randn(2, 3, 5), torch.tensor([3, 5]))),
-        Case("a sentence with no valid key at all", (_randn(2, 2, 3), torch.tensor([2, 0]))),
+        Case("one sentence, 3 queries seeing 1, 2 and 3 of 3 keys", (torch.tensor([[[1.0, 2.0, 3.0]] * 3]), torch.tensor([[1, 2, 3]]))),
+        Case("B=2, T=3, S=5, lengths [[3, 5, 1], [2, 2, 4]]", (_randn(2, 3, 5), torch.tensor([[3, 5, 1], [2, 2, 4]]))),
+        Case("a query with no valid key at all", (_randn(2, 2, 3), torch.tensor([[2, 3], [0, 1]]))),
     ],
     mistakes=[
         Mistake(
             "-inf fill",
-            "filling with -inf gives NaN when every key of a row is masked (exp(-inf) sums to 0, and 0/0 is NaN); "
+            "filling with -inf gives NaN for a query whose every key is masked (exp(-inf) sums to 0, and 0/0 is NaN); "
             "fill with the most negative finite number (torch.finfo(dtype).min) and set the masked weights to 0 afterwards.",
-            _softmax_minus_inf,
+            _pq_minus_inf,
         ),
         Mistake(
             "masked weights not zeroed",
-            "a large negative fill alone spreads the weight evenly over a row where every key is masked: that sentence "
-            "then reads its padding. Set the masked weights to exactly 0 after the softmax.",
-            _softmax_large_negative,
+            "a large negative fill alone spreads the weight evenly over a row whose every key is masked: that query "
+            "then reads padding. Set the masked weights to exactly 0 after the softmax.",
+            _pq_not_zeroed,
         ),
         Mistake(
             "one key too many",
-            "valid keys are positions 0 .. len - 1: mask positions >= len, not > len.",
-            _softmax_keeps_one_too_many,
+            "query t sees keys 0 .. valid_lens[b, t] - 1: mask the positions >= its length, not > it.",
+            _pq_one_too_many,
         ),
         Mistake(
-            "queries masked instead of keys",
-            "the lengths say which KEYS are real: mask along the last axis (S), so every query ignores the padded keys.",
-            _softmax_masks_queries,
+            "one length per sentence",
+            "every query has its own length, valid_lens[b, t]: compare the key positions (S,) with "
+            "valid_lens[..., None], shape (B, T, 1), so that the mask is (B, T, S).",
+            _pq_one_per_sentence,
         ),
     ],
+    forbidden={
+        "attnbook.attention.masked_softmax": _pq_with_library,
+        "attnbook.masks.padding_mask": _pq_with_padding_mask,
+    },
 )
 
 
-# --- Exercise: additive scores ----------------------------------------------------------
+# --- Exercise: Luong's general score, queries and keys of different widths -----------------------------------------
 
 
-def _additive_scores(queries, keys, W_q, W_k, w_v):
-    q = queries @ W_q.T  # (B, T, h)
-    k = keys @ W_k.T  # (B, S, h)
-    return torch.tanh(q[:, :, None, :] + k[:, None, :, :]) @ w_v  # (B, T, S)
+def _general_attention(queries, keys, values, W, key_padding_mask):
+    scores = queries @ W @ keys.transpose(-2, -1)  # (B, T, d_q) (d_q, d_k) (B, d_k, S) -> (B, T, S)
+    weights = _softmax_ignoring(scores, key_padding_mask[:, None, :])
+    return weights @ values, weights
 
 
-def _additive_no_tanh(queries, keys, W_q, W_k, w_v):
-    return ((queries @ W_q.T)[:, :, None, :] + (keys @ W_k.T)[:, None, :, :]) @ w_v
+def _general_W_transposed(queries, keys, values, W, key_padding_mask):
+    weights = _softmax_ignoring(queries @ W.T @ keys.transpose(-2, -1), key_padding_mask[:, None, :])
+    return weights @ values, weights
 
 
-def _additive_tanh_last(queries, keys, W_q, W_k, w_v):
-    return torch.tanh(((queries @ W_q.T)[:, :, None, :] + (keys @ W_k.T)[:, None, :, :]) @ w_v)
+def _general_scaled(queries, keys, values, W, key_padding_mask):
+    scores = queries @ W @ keys.transpose(-2, -1) / math.sqrt(keys.shape[-1])
+    weights = _softmax_ignoring(scores, key_padding_mask[:, None, :])
+    return weights @ values, weights
 
 
-def _additive_keys_first(queries, keys, W_q, W_k, w_v):
-    return torch.tanh((queries @ W_q.T)[:, None, :, :] + (keys @ W_k.T)[:, :, None, :]) @ w_v  # (B, S, T)
+def _general_no_mask(queries, keys, values, W, key_padding_mask):
+    weights = torch.softmax(queries @ W @ keys.transpose(-2, -1), dim=-1)
+    return weights @ values, weights
 
 
-def _additive_weights_untransposed(queries, keys, W_q, W_k, w_v):
-    return torch.tanh((queries @ W_q)[:, :, None, :] + (keys @ W_k)[:, None, :, :]) @ w_v
+def _general_softmax_over_queries(queries, keys, values, W, key_padding_mask):
+    scores = (queries @ W @ keys.transpose(-2, -1)).masked_fill(key_padding_mask[:, None, :], torch.finfo(queries.dtype).min)
+    weights = torch.softmax(scores, dim=-2).masked_fill(key_padding_mask[:, None, :], 0.0)
+    return weights @ values, weights
 
 
-_h = 4
-check_additive_scores = Checker(
-    "additive_scores",
-    reference=_additive_scores,
+def _general_inputs(B, T, S, d_q, d_k, d_v, lengths):
+    return (_randn(B, T, d_q), _randn(B, S, d_k), _randn(B, S, d_v), _randn(d_q, d_k) / math.sqrt(d_q),
+            padding_mask(torch.tensor(lengths), S))
+
+
+check_general_attention = Checker(
+    "general_attention",
+    reference=_general_attention,
     cases=[
-        Case(
-            "B=1, T=2 queries, S=3 keys, all widths 4",
-            (_randn(1, 2, 4), _randn(1, 3, 4), _randn(_h, 4), _randn(_h, 4), _randn(_h)),
-        ),
-        Case(
-            "queries of width 3, keys of width 5, h=4",
-            (_randn(2, 2, 3), _randn(2, 6, 5), _randn(_h, 3), _randn(_h, 5), _randn(_h)),
-        ),
-        Case(
-            "large projections that saturate tanh",
-            (5 * _randn(2, 3, 4), 5 * _randn(2, 3, 4), _randn(_h, 4), _randn(_h, 4), _randn(_h)),
-        ),
+        Case("one sentence, 2 queries and 3 keys of width 4, no padding", _general_inputs(1, 2, 3, 4, 4, 2, [3])),
+        Case("queries of width 6, keys of width 4; B=2, key lengths 5 and 3", _general_inputs(2, 3, 5, 6, 4, 2, [5, 3])),
+        Case("queries of width 3, keys of width 8; B=2, key lengths 2 and 6", _general_inputs(2, 4, 6, 3, 8, 5, [2, 6])),
     ],
     mistakes=[
         Mistake(
-            "no tanh",
-            "without the tanh the score is w_v·W_q q + w_v·W_k k: a part that depends only on the query (the same for "
-            "every key, so the softmax cancels it) plus a part that depends only on the key; the query could no "
-            "longer change which key wins. Apply tanh to the sum before w_v.",
-            _additive_no_tanh,
+            "W on the wrong side",
+            "W is (d_q, d_k): the score is q^T W k, so multiply the queries by W and the result by the keys "
+            "transposed, queries @ W @ keys.transpose(-2, -1).",
+            _general_W_transposed,
         ),
         Mistake(
-            "tanh after w_v",
-            "the tanh is the hidden layer of a small network: tanh(W_q q + W_k k), then the dot product with w_v.",
-            _additive_tanh_last,
+            "scaled",
+            "Luong's general score is q^T W k, without a division by sqrt(d): W is learned and can set the scale itself.",
+            _general_scaled,
         ),
         Mistake(
-            "keys before queries",
-            "the scores are (B, T, S): one row per query, one column per key. Put the queries on axis 1 "
-            "(q[:, :, None, :]) and the keys on axis 2 (k[:, None, :, :]).",
-            _additive_keys_first,
-        ),
-        Mistake(
-            "projection not transposed",
-            "W_q has shape (h, d_q), like nn.Linear's weight: project with queries @ W_q.T.",
-            _additive_weights_untransposed,
-        ),
-    ],
-)
-
-
-# --- Exercise: scaled dot-product attention with a key-padding mask -----------------------
-
-
-def _dot_product_attention(queries, keys, values, key_padding_mask):
-    d = queries.shape[-1]
-    scores = queries @ keys.transpose(1, 2) / math.sqrt(d)  # (B, T, S)
-    mask = key_padding_mask[:, None, :]  # (B, 1, S)
-    weights = torch.softmax(scores.masked_fill(mask, torch.finfo(scores.dtype).min), dim=-1).masked_fill(mask, 0.0)
-    return weights @ values, weights
-
-
-def _dot_unscaled(queries, keys, values, key_padding_mask):
-    scores = queries @ keys.transpose(1, 2)
-    mask = key_padding_mask[:, None, :]
-    weights = torch.softmax(scores.masked_fill(mask, torch.finfo(scores.dtype).min), dim=-1).masked_fill(mask, 0.0)
-    return weights @ values, weights
-
-
-def _dot_mask_ignored(queries, keys, values, key_padding_mask):
-    weights = torch.softmax(queries @ keys.transpose(1, 2) / math.sqrt(queries.shape[-1]), dim=-1)
-    return weights @ values, weights
-
-
-def _dot_softmax_over_queries(queries, keys, values, key_padding_mask):
-    scores = queries @ keys.transpose(1, 2) / math.sqrt(queries.shape[-1])
-    mask = key_padding_mask[:, None, :]
-    weights = torch.softmax(scores.masked_fill(mask, torch.finfo(scores.dtype).min), dim=1).masked_fill(mask, 0.0)
-    return weights @ values, weights
-
-
-def _dot_mask_inverted(queries, keys, values, key_padding_mask):
-    return _dot_product_attention(queries, keys, values, ~key_padding_mask)
-
-
-def _kpm(lengths, S):
-    return torch.arange(S)[None, :] >= torch.tensor(lengths)[:, None]
-
-
-check_dot_product_attention = Checker(
-    "dot_product_attention",
-    reference=_dot_product_attention,
-    cases=[
-        Case("no padding, d=4", (_randn(1, 2, 4), _randn(1, 3, 4), _randn(1, 3, 2), _kpm([3], 3))),
-        Case("two sentences with 2 and 4 real keys, d=8", (_randn(2, 3, 8), _randn(2, 4, 8), _randn(2, 4, 3), _kpm([2, 4], 4))),
-        Case("wide vectors, d=64", (_randn(2, 2, 64), _randn(2, 5, 64), _randn(2, 5, 2), _kpm([5, 3], 5))),
-    ],
-    mistakes=[
-        Mistake(
-            "not scaled",
-            "divide the scores by sqrt(d), d = queries.shape[-1], so that wide vectors do not saturate the softmax.",
-            _dot_unscaled,
-        ),
-        Mistake(
-            "mask ignored",
-            "padded keys got weight: set their scores to a very negative number before the softmax "
-            "(and their weights to 0 after it), using key_padding_mask[:, None, :] so it broadcasts over queries.",
-            _dot_mask_ignored,
+            "padding ignored",
+            "padded keys must get weight 0: apply the key-padding mask (B, S) to every query, as mask[:, None, :].",
+            _general_no_mask,
         ),
         Mistake(
             "softmax over the queries",
-            "each query's weights over the keys must sum to 1: take the softmax along the last axis (dim=-1).",
-            _dot_softmax_over_queries,
+            "each query's weights over the keys sum to one: the softmax runs along the last axis (the keys), dim=-1.",
+            _general_softmax_over_queries,
+        ),
+    ],
+)
+
+
+# --- Exercise: attention that prefers the diagonal ----------------------------------------------------------------------
+
+
+def _diagonal_attention(scores, src_lengths, width):
+    B, T, S = scores.shape
+    t = torch.arange(T, dtype=scores.dtype)[None, :, None]  # (1, T, 1)
+    centre = t * (src_lengths - 1).to(scores.dtype)[:, None, None] / (T - 1)  # (B, T, 1): t's place, scaled to the source
+    j = torch.arange(S, dtype=scores.dtype)  # (S,)
+    penalized = scores - (j - centre) ** 2 / (2 * width**2)
+    return _softmax_ignoring(penalized, padding_mask(src_lengths, S)[:, None, :])
+
+
+def _diagonal_padded_length(scores, src_lengths, width):
+    B, T, S = scores.shape
+    centre = torch.arange(T, dtype=scores.dtype)[None, :, None] * (S - 1) / (T - 1)
+    penalized = scores - (torch.arange(S, dtype=scores.dtype) - centre) ** 2 / (2 * width**2)
+    return _softmax_ignoring(penalized, padding_mask(src_lengths, S)[:, None, :])
+
+
+def _diagonal_no_mask(scores, src_lengths, width):
+    B, T, S = scores.shape
+    centre = torch.arange(T, dtype=scores.dtype)[None, :, None] * (src_lengths - 1).to(scores.dtype)[:, None, None] / (T - 1)
+    return torch.softmax(scores - (torch.arange(S, dtype=scores.dtype) - centre) ** 2 / (2 * width**2), dim=-1)
+
+
+def _diagonal_width_not_squared(scores, src_lengths, width):
+    B, T, S = scores.shape
+    centre = torch.arange(T, dtype=scores.dtype)[None, :, None] * (src_lengths - 1).to(scores.dtype)[:, None, None] / (T - 1)
+    penalized = scores - (torch.arange(S, dtype=scores.dtype) - centre) ** 2 / (2 * width)
+    return _softmax_ignoring(penalized, padding_mask(src_lengths, S)[:, None, :])
+
+
+def _diagonal_same_position(scores, src_lengths, width):
+    B, T, S = scores.shape
+    centre = torch.arange(T, dtype=scores.dtype)[None, :, None]
+    penalized = scores - (torch.arange(S, dtype=scores.dtype) - centre) ** 2 / (2 * width**2)
+    return _softmax_ignoring(penalized, padding_mask(src_lengths, S)[:, None, :])
+
+
+check_diagonal_attention = Checker(
+    "diagonal_attention",
+    reference=_diagonal_attention,
+    cases=[
+        Case("zero scores, 3 target and 5 source words, width 1", (torch.zeros(1, 3, 5), torch.tensor([5]), 1.0)),
+        Case("B=2, T=4, S=6, source lengths 6 and 4, width 2", (_randn(2, 4, 6), torch.tensor([6, 4]), 2.0)),
+        Case("B=2, T=5, S=3, source lengths 3 and 2, width 0.5", (_randn(2, 5, 3), torch.tensor([3, 2]), 0.5)),
+    ],
+    mistakes=[
+        Mistake(
+            "the diagonal of the padded batch",
+            "each sentence has its own diagonal: target word t sits t / (T - 1) of the way through the target, so its "
+            "centre is t (L_b - 1) / (T - 1) with the sentence's own source length L_b, not the padded S.",
+            _diagonal_padded_length,
         ),
         Mistake(
-            "mask inverted",
-            "the mask is True where a key must be IGNORED (padding), PyTorch's convention; do not invert it.",
-            _dot_mask_inverted,
+            "the same position in both sentences",
+            "the source and the target have different lengths: the centre for target word t is t (L_b - 1) / (T - 1), "
+            "the same fraction of the way through the source, not position t.",
+            _diagonal_same_position,
+        ),
+        Mistake(
+            "padding not masked",
+            "the penalty lowers the padded keys' scores but does not remove them: give them weight 0 with the "
+            "key-padding mask, as in a masked softmax.",
+            _diagonal_no_mask,
+        ),
+        Mistake(
+            "width not squared",
+            "the Gaussian score of kernel regression is -(j - c)^2 / (2 width^2): square the width as well.",
+            _diagonal_width_not_squared,
         ),
     ],
 )

@@ -5,10 +5,13 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
+from ..attention import DotProductAttention, scaled_dot_product_attention
+from ..masks import padding_mask
 from . import Case, Checker, Mistake
 
-__all__ = ["check_self_attention", "check_masked_attention", "check_unshuffle", "check_conv_layers_to_connect"]
+__all__ = ["check_cross_attention", "check_local_attention", "check_unshuffle", "check_conv_layers_to_connect"]
 
 _gen = torch.Generator().manual_seed(4)
 
@@ -17,119 +20,151 @@ def _randn(*shape):
     return torch.randn(*shape, generator=_gen)
 
 
-# --- Exercise: self-attention from one sequence -------------------------------------------
+def _attend(q, k, v, ignore, scale_width=None, fill=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(scale_width or q.shape[-1])
+    if ignore is None:
+        return torch.softmax(scores, dim=-1) @ v
+    if fill is not None:
+        return torch.softmax(scores.masked_fill(ignore, fill), dim=-1) @ v
+    weights = torch.softmax(scores.masked_fill(ignore, torch.finfo(scores.dtype).min), dim=-1).masked_fill(ignore, 0.0)
+    return weights @ v
 
 
-def _self_attention(x, w_q, w_k, w_v):
-    q, k, v = x @ w_q, x @ w_k, x @ w_v
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    return torch.softmax(scores, dim=-1) @ v
+# --- Exercise: cross-attention between two sequences of different lengths ------------------------------------------
 
 
-def _sa_unscaled(x, w_q, w_k, w_v):
-    q, k, v = x @ w_q, x @ w_k, x @ w_v
-    return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+def _cross_attention(y, x, x_padding_mask, w_q, w_k, w_v):
+    return _attend(y @ w_q, x @ w_k, x @ w_v, x_padding_mask[:, None, :])
 
 
-def _sa_model_width(x, w_q, w_k, w_v):
-    q, k, v = x @ w_q, x @ w_k, x @ w_v
-    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1]), dim=-1) @ v
+def _cross_no_mask(y, x, x_padding_mask, w_q, w_k, w_v):
+    return _attend(y @ w_q, x @ w_k, x @ w_v, None)
 
 
-def _sa_softmax_over_queries(x, w_q, w_k, w_v):
-    q, k, v = x @ w_q, x @ w_k, x @ w_v
-    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-2) @ v
+def _cross_model_width(y, x, x_padding_mask, w_q, w_k, w_v):
+    return _attend(y @ w_q, x @ w_k, x @ w_v, x_padding_mask[:, None, :], scale_width=y.shape[-1])
 
 
-def _sa_raw_values(x, w_q, w_k, w_v):
-    q, k = x @ w_q, x @ w_k
-    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ x
+def _cross_values_unprojected(y, x, x_padding_mask, w_q, w_k, w_v):
+    return _attend(y @ w_q, x @ w_k, x, x_padding_mask[:, None, :])
 
 
-check_self_attention = Checker(
-    "self_attention",
-    reference=_self_attention,
+def _cross_with_library(y, x, x_padding_mask, w_q, w_k, w_v):
+    return scaled_dot_product_attention(y @ w_q, x @ w_k, x @ w_v, x_padding_mask[:, None, :])[0]
+
+
+def _cross_with_module(y, x, x_padding_mask, w_q, w_k, w_v):
+    return DotProductAttention()(y @ w_q, x @ w_k, x @ w_v, x_padding_mask)[0]
+
+
+def _cross_with_torch(y, x, x_padding_mask, w_q, w_k, w_v):
+    return F.scaled_dot_product_attention(y @ w_q, x @ w_k, x @ w_v, attn_mask=~x_padding_mask[:, None, :])
+
+
+def _cross_inputs(B, T, S, d_y, d_x, d_k, d_v, lengths):
+    return (_randn(B, T, d_y), _randn(B, S, d_x), padding_mask(torch.tensor(lengths), S),
+            _randn(d_y, d_k) / math.sqrt(d_y), _randn(d_x, d_k) / math.sqrt(d_x), _randn(d_x, d_v) / math.sqrt(d_x))
+
+
+check_cross_attention = Checker(
+    "cross_attention",
+    reference=_cross_attention,
     cases=[
-        Case("one sequence of 3 tokens, d=4 projected to d_k=2", (_randn(1, 3, 4), _randn(4, 2), _randn(4, 2), _randn(4, 4))),
-        Case("B=2 sequences of 5 tokens, d=6, d_k=3, d_v=6", (_randn(2, 5, 6), _randn(6, 3), _randn(6, 3), _randn(6, 6))),
-        Case("d_v differs from d: d=4, d_k=8, d_v=2", (_randn(2, 4, 4), _randn(4, 8), _randn(4, 8), _randn(4, 2))),
+        Case("2 target tokens reading 3 source tokens, all widths 4, no padding", _cross_inputs(1, 2, 3, 4, 4, 4, 4, [3])),
+        Case("B=2, 4 target tokens (width 6) reading 5 source tokens (width 8), source lengths 5 and 2",
+             _cross_inputs(2, 4, 5, 6, 8, 2, 3, [5, 2])),
+        Case("B=2, 3 target tokens (width 8) reading 6 source tokens (width 4), source lengths 1 and 6",
+             _cross_inputs(2, 3, 6, 8, 4, 2, 5, [1, 6])),
     ],
     mistakes=[
-        Mistake("no scaling", "divide the scores by sqrt(d_k) before the softmax.", _sa_unscaled),
+        Mistake(
+            "padding ignored",
+            "the source's padded tokens must get weight 0: mask the keys with x_padding_mask[:, None, :], "
+            "(B, 1, S), the same for every target token.",
+            _cross_no_mask,
+        ),
         Mistake(
             "scaled by the model width",
-            "d_k is the width of the projected queries and keys, (x @ w_q).shape[-1], not the width of x.",
-            _sa_model_width,
+            "d_k is the width of the projected queries and keys, (y @ w_q).shape[-1], not the width of y.",
+            _cross_model_width,
         ),
         Mistake(
-            "softmax over the queries",
-            "each query's weights must sum to one over the keys: take the softmax along the last axis (dim=-1).",
-            _sa_softmax_over_queries,
+            "values not projected",
+            "the values are x @ w_v, width d_v: a target token gathers projected source vectors.",
+            _cross_values_unprojected,
         ),
-        Mistake("values not projected", "the values are x @ w_v, not x itself.", _sa_raw_values),
     ],
+    forbidden={
+        "attnbook.attention.scaled_dot_product_attention": _cross_with_library,
+        "attnbook.attention.DotProductAttention": _cross_with_module,
+        "torch.nn.functional.scaled_dot_product_attention": _cross_with_torch,
+    },
 )
 
 
-# --- Exercise: attention with a key-padding mask -------------------------------------------
+# --- Exercise: local (windowed) attention with padding ---------------------------------------------------------------
 
 
-def _masked_attention(q, k, v, key_padding_mask):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    mask = key_padding_mask[:, None, :]  # (B, 1, S): the same keys hidden from every query
-    weights = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
-    weights = weights.nan_to_num(0.0)  # a query with no key left gets zero weights, not NaN
-    return weights @ v
+def _local_ignore(T, key_padding_mask, half_width, strict=False):
+    position = torch.arange(T)
+    distance = (position[:, None] - position[None, :]).abs()
+    outside = distance >= half_width if strict else distance > half_width  # (T, T)
+    return outside[None] | key_padding_mask[:, None, :]  # (B, T, T)
 
 
-def _ma_inverted(q, k, v, key_padding_mask):
-    return _masked_attention(q, k, v, ~key_padding_mask)
+def _local_attention(q, k, v, key_padding_mask, half_width):
+    return _attend(q, k, v, _local_ignore(q.shape[1], key_padding_mask, half_width))
 
 
-def _ma_zeroed_after(q, k, v, key_padding_mask):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    weights = torch.softmax(scores, dim=-1).masked_fill(key_padding_mask[:, None, :], 0.0)
-    return weights @ v
+def _local_no_padding(q, k, v, key_padding_mask, half_width):
+    return _attend(q, k, v, _local_ignore(q.shape[1], torch.zeros_like(key_padding_mask), half_width))
 
 
-def _ma_unscaled(q, k, v, key_padding_mask):
-    return _masked_attention(q * math.sqrt(q.shape[-1]), k, v, key_padding_mask)
+def _local_no_window(q, k, v, key_padding_mask, half_width):
+    return _attend(q, k, v, key_padding_mask[:, None, :])
 
 
-def _mask(*rows):
-    return torch.tensor(rows, dtype=torch.bool)
+def _local_too_narrow(q, k, v, key_padding_mask, half_width):
+    return _attend(q, k, v, _local_ignore(q.shape[1], key_padding_mask, half_width, strict=True))
 
 
-check_masked_attention = Checker(
-    "masked_attention",
-    reference=_masked_attention,
+def _local_minus_inf(q, k, v, key_padding_mask, half_width):
+    return _attend(q, k, v, _local_ignore(q.shape[1], key_padding_mask, half_width), fill=float("-inf"))
+
+
+_q, _k, _v = _randn(2, 6, 4), _randn(2, 6, 4), _randn(2, 6, 3)
+
+check_local_attention = Checker(
+    "local_attention",
+    reference=_local_attention,
     cases=[
-        Case(
-            "B=2, T=2 queries, S=4 keys, the second sequence has 2 padded keys",
-            (_randn(2, 2, 4), _randn(2, 4, 4), _randn(2, 4, 3), _mask([False] * 4, [False, False, True, True])),
-        ),
-        Case(
-            "B=3, T=3, S=5, different lengths",
-            (_randn(3, 3, 8), _randn(3, 5, 8), _randn(3, 5, 2), _mask([False] * 5, [False] * 3 + [True] * 2, [False] + [True] * 4)),
-        ),
-        Case(
-            "a sequence that is all padding: zero output, not NaN",
-            (_randn(2, 2, 4), _randn(2, 3, 4), _randn(2, 3, 4), _mask([False, True, True], [True, True, True])),
-        ),
+        Case("one sentence of 5 tokens, no padding, half-width 1", (_q[:1, :5], _k[:1, :5], _v[:1, :5], padding_mask(torch.tensor([5]), 5), 1)),
+        Case("lengths 6 and 4, half-width 2", (_q, _k, _v, padding_mask(torch.tensor([6, 4]), 6), 2)),
+        Case("lengths 6 and 2, half-width 1: query 4 of the short sentence sees only padding",
+             (_q, _k, _v, padding_mask(torch.tensor([6, 2]), 6), 1)),
     ],
     mistakes=[
         Mistake(
-            "mask inverted",
-            "True in a key-padding mask means *ignore this key*: fill the scores where the mask is True.",
-            _ma_inverted,
+            "window ignored",
+            "each query i sees only the keys j with |i - j| <= half_width: combine the band with the padding mask using |.",
+            _local_no_window,
         ),
         Mistake(
-            "zeroed after the softmax",
-            "setting weights to zero after the softmax leaves rows that no longer sum to one; "
-            "fill the masked scores with -inf before the softmax instead.",
-            _ma_zeroed_after,
+            "window one too narrow",
+            "the window includes its edges: keys at distance exactly half_width are seen; mask |i - j| > half_width.",
+            _local_too_narrow,
         ),
-        Mistake("no scaling", "divide the scores by sqrt(d_k), the width of the queries.", _ma_unscaled),
+        Mistake(
+            "padding ignored",
+            "padded keys inside a window must still get weight 0: combine the band with key_padding_mask[:, None, :].",
+            _local_no_padding,
+        ),
+        Mistake(
+            "-inf fill",
+            "a query whose window holds only padding has no key left, and -inf gives it NaN (0/0); fill with the most "
+            "negative finite number and zero the masked weights, so its output is 0.",
+            _local_minus_inf,
+        ),
     ],
 )
 
