@@ -45,7 +45,7 @@ def number(value) -> str:
     if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) >= 1000):
         return f"{int(value):,}"
     if isinstance(value, float):
-        return f"{value:,.6g}" if abs(value) >= 1000 else f"{value:g}"
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
     return str(value).replace("|", "/")
 
 
@@ -59,22 +59,32 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
     return lines + [""]
 
 
+def _flat(value) -> bool:
+    return _is_scalar(value) or (isinstance(value, list) and all(_is_scalar(v) for v in value))
+
+
+def _cell(value) -> str:
+    return number(value) if _is_scalar(value) else ", ".join(map(number, value))
+
+
 def figure_lines(name: str, value) -> list[str]:
-    """One recorded figure as Markdown: a line, a two-column table, or a grid of its nested dicts."""
-    if _is_scalar(value):
-        return [f"- {name}: {number(value)}", ""]
+    """One recorded figure as Markdown: a line, a table of its plain values, a grid of its nested dicts."""
+    if _flat(value):
+        return [f"- {name}: {_cell(value)}", ""]
     if isinstance(value, list):
-        return [f"- {name}: " + ", ".join(number(v) if _is_scalar(v) else json.dumps(v) for v in value), ""]
-    if all(_is_scalar(v) or isinstance(v, list) for v in value.values()):
-        rows = [[key, number(v) if _is_scalar(v) else ", ".join(map(number, v))] for key, v in value.items()]
-        return [f"**{name}**", "", *_table(["", "value"], rows)]
-    if all(isinstance(v, dict) and all(_is_scalar(x) for x in v.values()) for v in value.values()):
-        columns = list(dict.fromkeys(c for v in value.values() for c in v))
-        rows = [[key, *(number(v.get(c)) for c in columns)] for key, v in value.items()]
-        return [f"**{name}**", "", *_table(["", *columns], rows)]
+        return [f"- {name}: " + "; ".join(json.dumps(v) for v in value), ""]
+    plain = {k: v for k, v in value.items() if _flat(v)}
+    nested = {k: v for k, v in value.items() if not _flat(v)}
     lines = [f"**{name}**", ""]
-    for key, v in value.items():
-        lines += figure_lines(f"{name}, {key}", v)
+    if plain:
+        lines += _table(["", "value"], [[k, _cell(v)] for k, v in plain.items()])
+    grid = nested and all(isinstance(v, dict) and all(_flat(x) for x in v.values()) for v in nested.values())
+    if grid:
+        columns = list(dict.fromkeys(c for v in nested.values() for c in v))
+        lines += _table(["", *columns], [[k, *(_cell(v.get(c)) for c in columns)] for k, v in nested.items()])
+    else:
+        for key, v in nested.items():
+            lines += figure_lines(f"{name}: {key}", v)
     return lines
 
 
@@ -109,7 +119,7 @@ def render(folder: Path = RECORDED) -> str:
             if t.get("note"):
                 lines += [f"Note on the target {t['name']!r}: {t['note']}", ""]
         for name, value in record.get("figures", {}).items():
-            lines += figure_lines(name.replace("_", " "), value)
+            lines += figure_lines(name, value)
     return "\n".join(lines).rstrip() + "\n"
 
 
