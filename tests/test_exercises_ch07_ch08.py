@@ -96,7 +96,7 @@ def test_beam_step_keeps_a_frozen_hypothesis_unchanged():
     assert token[0][frozen].item() == 2
 
 
-def test_cross_attention_cache_steps_are_multihead_attention():
+def test_cross_attention_steps_with_the_cache_are_multihead_attention():
     torch.manual_seed(5)
     mha = MultiHeadAttention(8, 4).double().eval()
     w_q, w_k, w_v = (w.T for w in mha.in_proj.weight.detach().chunk(3))
@@ -104,6 +104,5 @@ def test_cross_attention_cache_steps_are_multihead_attention():
     memory, y = torch.randn(3, 5, 8, dtype=torch.float64), torch.randn(3, 4, 8, dtype=torch.float64)
     mask = padding_mask(torch.tensor([5, 2, 4]), 5)
     with torch.no_grad():
-        keys, values = ch08.check_cross_attention_cache.reference(memory, w_k, b_k, w_v, b_v, 4)
-        steps = [ch08.check_cached_cross_attention.reference(y[:, t : t + 1], w_q, b_q, keys, values, mask) for t in range(4)]
-        assert torch.allclose(mha.out_proj(torch.cat(steps, 1)), mha(y, memory, memory, key_padding_mask=mask), atol=1e-12)
+        heads = ch08.check_cross_attention_steps.reference(y, memory, mask, w_q, b_q, w_k, b_k, w_v, b_v, 4)
+        assert torch.allclose(mha.out_proj(heads), mha(y, memory, memory, key_padding_mask=mask), atol=1e-12)

@@ -12,8 +12,7 @@ __all__ = [
     "check_noam_lambda",
     "check_uniform_smoothed_loss",
     "check_beam_step",
-    "check_cross_attention_cache",
-    "check_cached_cross_attention",
+    "check_cross_attention_steps",
 ]
 
 _gen = torch.Generator().manual_seed(8)
@@ -352,124 +351,95 @@ def _split(x, num_heads):
     return x.reshape(B, S, num_heads, d // num_heads).transpose(1, 2)  # (B, h, S, d_k)
 
 
-def _cross_attention_cache(memory, w_k, b_k, w_v, b_v, num_heads):
-    return _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)
+def _steps(y, src_mask, q_proj, keys, values, scale, mask=True, softmax_dim=-1):
+    """Attend from each target position in turn with the cached keys and values; merge the heads."""
+    B, T, d = y.shape
+    outputs = []
+    for t in range(T):
+        q = _split(q_proj(y[:, t : t + 1]), keys.shape[1])  # (B, h, 1, d_k)
+        scores = q @ keys.transpose(-2, -1) / scale  # (B, h, 1, S)
+        if mask:
+            scores = scores.masked_fill(src_mask[:, None, None, :], float("-inf"))
+        weights = torch.nan_to_num(torch.softmax(scores, dim=softmax_dim))
+        outputs.append((weights @ values).transpose(1, 2).reshape(B, 1, d))
+    return torch.cat(outputs, dim=1)
 
 
-def _cache_no_transpose(memory, w_k, b_k, w_v, b_v, num_heads):
+def _cross_attention_steps(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+    keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)  # once
+    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1]))
+
+
+def _cas_no_transpose(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
     B, S, d = memory.shape
     shape = (B, num_heads, S, d // num_heads)
-    return (memory @ w_k + b_k).reshape(shape), (memory @ w_v + b_v).reshape(shape)
+    keys, values = (memory @ w_k + b_k).reshape(shape), (memory @ w_v + b_v).reshape(shape)
+    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1]))
 
 
-def _cache_no_bias(memory, w_k, b_k, w_v, b_v, num_heads):
-    return _split(memory @ w_k, num_heads), _split(memory @ w_v, num_heads)
+def _cas_no_bias(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+    keys, values = _split(memory @ w_k, num_heads), _split(memory @ w_v, num_heads)
+    return _steps(y, src_mask, lambda x: x @ w_q, keys, values, math.sqrt(keys.shape[-1]))
 
 
-def _cache_one_matrix(memory, w_k, b_k, w_v, b_v, num_heads):
+def _cas_values_with_w_k(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
     keys = _split(memory @ w_k + b_k, num_heads)
-    return keys, keys
+    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, keys, math.sqrt(keys.shape[-1]))
 
 
-def _cache_case(name, B, S, d, h):
-    return Case(name, (_randn(B, S, d), _randn(d, d), _randn(d), _randn(d, d), _randn(d), h))
+def _cas_scaled_by_d(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+    keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)
+    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(memory.shape[-1]))
 
 
-check_cross_attention_cache = Checker(
-    "cross_attention_cache",
-    reference=_cross_attention_cache,
+def _cas_no_mask(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+    keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)
+    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1]), mask=False)
+
+
+def _cas_softmax_over_heads(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+    keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)
+    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1]), softmax_dim=1)
+
+
+def _cas_case(name, B, T, S, d, h, lengths):
+    src_mask = torch.arange(S)[None, :] >= torch.tensor(lengths)[:, None]
+    weights = [_randn(d, d) if i % 2 == 0 else _randn(d) for i in range(6)]
+    return Case(name, (_randn(B, T, d), _randn(B, S, d), src_mask, *weights, h))
+
+
+check_cross_attention_steps = Checker(
+    "cross_attention_steps",
+    reference=_cross_attention_steps,
     cases=[
-        _cache_case("one sentence, S=3, d=4, 2 heads", 1, 3, 4, 2),
-        _cache_case("B=2, S=5, d=6, 3 heads", 2, 5, 6, 3),
+        _cas_case("one sentence, 2 target positions, no padding (S=3, d=4, 2 heads)", 1, 2, 3, 4, 2, [3]),
+        _cas_case("two sentences, the second padded (T=3, S=5, d=6, 3 heads)", 2, 3, 5, 6, 3, [5, 2]),
+        _cas_case("three sentences (T=2, S=4, d=8, 4 heads)", 3, 2, 4, 8, 4, [1, 4, 3]),
     ],
     mistakes=[
         Mistake(
             "heads split without a transpose",
             "reshape (B, S, d) to (B, S, h, d_k) so that head j gets features j*d_k .. (j+1)*d_k - 1 of every "
             "position, THEN transpose to (B, h, S, d_k); reshaping straight to (B, h, S, d_k) mixes positions.",
-            _cache_no_transpose,
+            _cas_no_transpose,
         ),
-        Mistake("biases forgotten", "the projections are memory @ w_k + b_k and memory @ w_v + b_v.", _cache_no_bias),
-        Mistake("values projected with w_k", "keys and values have their own matrices: values = memory @ w_v + b_v.", _cache_one_matrix),
-    ],
-    atol=1e-9,
-    rtol=1e-7,
-)
-
-
-def _cached_cross_attention(x, w_q, b_q, keys, values, src_mask):
-    B, T, d = x.shape
-    h, d_k = keys.shape[1], keys.shape[-1]
-    q = _split(x @ w_q + b_q, h)  # (B, h, T, d_k)
-    scores = q @ keys.transpose(-2, -1) / math.sqrt(d_k)  # (B, h, T, S)
-    scores = scores.masked_fill(src_mask[:, None, None, :], float("-inf"))
-    heads = torch.softmax(scores, dim=-1) @ values  # (B, h, T, d_k)
-    return heads.transpose(1, 2).reshape(B, T, d)
-
-
-def _cca_scaled_by_d(x, w_q, b_q, keys, values, src_mask):
-    h = keys.shape[1]
-    return _cached_cross_attention(x, w_q, b_q, keys * math.sqrt(keys.shape[-1] / (h * keys.shape[-1])), values, src_mask)
-
-
-def _cca_no_mask(x, w_q, b_q, keys, values, src_mask):
-    return _cached_cross_attention(x, w_q, b_q, keys, values, torch.zeros_like(src_mask))
-
-
-def _cca_merge_no_transpose(x, w_q, b_q, keys, values, src_mask):
-    B, T, d = x.shape
-    h, d_k = keys.shape[1], keys.shape[-1]
-    q = _split(x @ w_q + b_q, h)
-    scores = (q @ keys.transpose(-2, -1) / math.sqrt(d_k)).masked_fill(src_mask[:, None, None, :], float("-inf"))
-    return (torch.softmax(scores, dim=-1) @ values).reshape(B, T, d)
-
-
-def _cca_softmax_over_queries(x, w_q, b_q, keys, values, src_mask):
-    B, T, d = x.shape
-    h, d_k = keys.shape[1], keys.shape[-1]
-    q = _split(x @ w_q + b_q, h)
-    scores = (q @ keys.transpose(-2, -1) / math.sqrt(d_k)).masked_fill(src_mask[:, None, None, :], float("-inf"))
-    weights = torch.nan_to_num(torch.softmax(scores, dim=-2))
-    return (weights @ values).transpose(1, 2).reshape(B, T, d)
-
-
-def _cca_case(name, B, T, S, d, h, lengths):
-    memory = _randn(B, S, d)
-    keys, values = _cross_attention_cache(memory, _randn(d, d), _randn(d), _randn(d, d), _randn(d), h)
-    src_mask = torch.arange(S)[None, :] >= torch.tensor(lengths)[:, None]
-    return Case(name, (_randn(B, T, d), _randn(d, d), _randn(d), keys, values, src_mask))
-
-
-check_cached_cross_attention = Checker(
-    "cached_cross_attention",
-    reference=_cached_cross_attention,
-    cases=[
-        _cca_case("one new position, no padding (B=1, S=3, d=4, 2 heads)", 1, 1, 3, 4, 2, [3]),
-        _cca_case("two sentences, the second padded, 2 new positions (S=5, d=6, 3 heads)", 2, 2, 5, 6, 3, [5, 2]),
-        _cca_case("three sentences, 3 new positions (S=4, d=8, 4 heads)", 3, 3, 4, 8, 4, [1, 4, 3]),
-    ],
-    mistakes=[
+        Mistake("biases forgotten", "the projections are x @ w + b, for the queries, the keys and the values.", _cas_no_bias),
+        Mistake("values projected with w_k", "keys and values have their own matrices: values = memory @ w_v + b_v.", _cas_values_with_w_k),
         Mistake(
             "scaled by sqrt(d_model)",
-            "each head's scores are divided by sqrt(d_k), the width of one head (keys.shape[-1]), not by sqrt(d_model).",
-            _cca_scaled_by_d,
+            "each head's scores are divided by sqrt(d_k), the width of one head, not by sqrt(d_model).",
+            _cas_scaled_by_d,
         ),
         Mistake(
             "source padding not masked",
-            "set the scores of padded source keys to -inf before the softmax (src_mask is True there), for every head "
-            "and every query: scores.masked_fill(src_mask[:, None, None, :], -inf).",
-            _cca_no_mask,
+            "set the scores of padded source keys to -inf before the softmax (src_mask is True there), for every head: "
+            "scores.masked_fill(src_mask[:, None, None, :], -inf).",
+            _cas_no_mask,
         ),
         Mistake(
-            "heads merged without a transpose",
-            "(B, h, T, d_k) goes back to (B, T, h, d_k) with transpose(1, 2) before the reshape to (B, T, d_model); "
-            "with one new position the two agree, with several they do not.",
-            _cca_merge_no_transpose,
-        ),
-        Mistake(
-            "softmax over the queries",
-            "each query's weights sum to 1 over the source keys: softmax over the last axis.",
-            _cca_softmax_over_queries,
+            "softmax over the heads",
+            "each head's weights for a query sum to 1 over the source keys: softmax over the last axis.",
+            _cas_softmax_over_heads,
         ),
     ],
     atol=1e-9,
