@@ -6,7 +6,7 @@ import torch
 
 from . import Case, Checker, Mistake
 
-__all__ = ["check_ffn", "check_post_ln", "check_pre_ln", "check_decoder_masks", "check_transformer_parameter_count"]
+__all__ = ["check_encoder_layer", "check_pre_ln_decoder_layer", "check_decoder_masks", "check_transformer_parameter_count"]
 
 _g = torch.Generator().manual_seed(7)
 
@@ -15,198 +15,271 @@ def _randn(*shape, scale=1.0):
     return scale * torch.randn(*shape, generator=_g, dtype=torch.float64)
 
 
-# --- Exercise: the position-wise feed-forward network ----------------------------------------------------
+# --- Exercise: an encoder layer from its parts (try first, before the chapter builds it) -----------------
 
-_D, _F = 4, 6
-_ffn_params = (_randn(_D, _F), _randn(_F), _randn(_F, _D), _randn(_D))  # w1 (d, d_ff), b1, w2 (d_ff, d), b2
-
-
-def _ffn(x, w1, b1, w2, b2):
-    return torch.relu(x @ w1 + b1) @ w2 + b2
+_D, _F, _H = 8, 16, 2
 
 
-def _ffn_no_relu(x, w1, b1, w2, b2):
-    return (x @ w1 + b1) @ w2 + b2
+def _modules(seed, d=_D, h=_H, d_ff=_F, norms=2):
+    """A chapter-5 attention (or two), an FFN and LayerNorms with random (not default) parameters."""
+    from torch import nn
+
+    from ..attention import MultiHeadAttention
+
+    with torch.random.fork_rng(), torch.no_grad():  # the notebook's own random stream is left alone
+        torch.manual_seed(seed)
+        attentions = [MultiHeadAttention(d, h).double() for _ in range(2)]
+        for attention in attentions:
+            for p in attention.parameters():
+                p.add_(0.1 * torch.randn_like(p))
+        w1, w2 = nn.Linear(d, d_ff).double(), nn.Linear(d_ff, d).double()
+        layer_norms = [nn.LayerNorm(d).double() for _ in range(norms)]
+        for norm in layer_norms:
+            norm.weight.copy_(1 + 0.3 * torch.randn(d, dtype=torch.float64))
+            norm.bias.copy_(0.3 * torch.randn(d, dtype=torch.float64))
+        ffn = nn.Sequential(w1, nn.ReLU(), w2)
+    return attentions, ffn, layer_norms
 
 
-def _ffn_relu_at_the_end(x, w1, b1, w2, b2):
-    return torch.relu(torch.relu(x @ w1 + b1) @ w2 + b2)
+def _pad(lengths, size):
+    return torch.arange(size)[None, :] >= lengths[:, None]  # (B, size): True at padding
 
 
-def _ffn_relu_before_bias(x, w1, b1, w2, b2):
-    return torch.relu(x @ w1) @ w2 + b1 @ w2 + b2
+def _encoder_layer(x, src_lengths, attention, ffn, norm1, norm2):
+    mask = _pad(src_lengths, x.shape[1])
+    h = norm1(x + attention(x, x, x, key_padding_mask=mask))
+    return norm2(h + ffn(h))
 
 
-check_ffn = Checker(
-    "ffn",
-    reference=_ffn,
+def _enc_no_mask(x, src_lengths, attention, ffn, norm1, norm2):
+    h = norm1(x + attention(x, x, x))
+    return norm2(h + ffn(h))
+
+
+def _enc_mask_off_by_one(x, src_lengths, attention, ffn, norm1, norm2):
+    mask = torch.arange(x.shape[1])[None, :] > src_lengths[:, None]
+    h = norm1(x + attention(x, x, x, key_padding_mask=mask))
+    return norm2(h + ffn(h))
+
+
+def _enc_mask_inverted(x, src_lengths, attention, ffn, norm1, norm2):
+    mask = ~_pad(src_lengths, x.shape[1])
+    h = norm1(x + attention(x, x, x, key_padding_mask=mask))
+    return norm2(h + ffn(h))
+
+
+def _enc_pre_ln(x, src_lengths, attention, ffn, norm1, norm2):
+    mask = _pad(src_lengths, x.shape[1])
+    n = norm1(x)
+    h = x + attention(n, n, n, key_padding_mask=mask)
+    return h + ffn(norm2(h))
+
+
+def _enc_ffn_on_input(x, src_lengths, attention, ffn, norm1, norm2):
+    mask = _pad(src_lengths, x.shape[1])
+    h = norm1(x + attention(x, x, x, key_padding_mask=mask))
+    return norm2(h + ffn(x))
+
+
+def _enc_no_residual(x, src_lengths, attention, ffn, norm1, norm2):
+    mask = _pad(src_lengths, x.shape[1])
+    h = norm1(attention(x, x, x, key_padding_mask=mask))
+    return norm2(ffn(h))
+
+
+def _enc_one_norm(x, src_lengths, attention, ffn, norm1, norm2):
+    mask = _pad(src_lengths, x.shape[1])
+    h = norm1(x + attention(x, x, x, key_padding_mask=mask))
+    return norm1(h + ffn(h))
+
+
+def _encoder_case(name, seed, B, S, lengths):
+    (attention, _), ffn, (norm1, norm2) = _modules(seed)
+    return Case(name, (_randn(B, S, _D), torch.tensor(lengths), attention, ffn, norm1, norm2))
+
+
+check_encoder_layer = Checker(
+    "encoder_layer",
+    reference=_encoder_layer,
     cases=[
-        Case("one token (B=1, T=1, d_model=4, d_ff=6)", (_randn(1, 1, _D), *_ffn_params)),
-        Case("B=2, T=3: every position alike", (_randn(2, 3, _D), *_ffn_params)),
-        Case("large negative inputs (the ReLU cuts)", (_randn(2, 5, _D, scale=4.0), *_ffn_params)),
+        _encoder_case("one sentence, no padding (B=1, S=4)", 1, 1, 4, [4]),
+        _encoder_case("two sentences, the second padded (lengths 5 and 3)", 2, 2, 5, [5, 3]),
+        _encoder_case("three sentences, lengths 6, 1 and 4", 3, 3, 6, [6, 1, 4]),
     ],
     mistakes=[
         Mistake(
-            "no ReLU",
-            "without the ReLU the two linear maps collapse into one: FFN(x) = max(0, x W1 + b1) W2 + b2.",
-            _ffn_no_relu,
+            "no padding mask",
+            "the attention must not read the padded source positions: pass key_padding_mask, True where "
+            "position >= length (attnbook.masks.padding_mask builds it).",
+            _enc_no_mask,
         ),
         Mistake(
-            "ReLU on the output too",
-            "the ReLU acts on the hidden layer only; the output x W2 + b2 must be able to go negative.",
-            _ffn_relu_at_the_end,
+            "padding mask off by one",
+            "positions 0 .. length - 1 are real, so padding starts AT position length: mask arange(S) >= length, not >.",
+            _enc_mask_off_by_one,
         ),
         Mistake(
-            "ReLU before the bias",
-            "add b1 before the ReLU: max(0, x W1 + b1), not max(0, x W1) + b1.",
-            _ffn_relu_before_bias,
+            "padding mask inverted",
+            "True means 'ignore this key': the mask is True at the padding, not at the real tokens.",
+            _enc_mask_inverted,
+        ),
+        Mistake(
+            "pre-LN instead of post-LN",
+            "the paper's layer normalizes after the residual sum: H = LayerNorm(X + MultiHead(X, X, X)), "
+            "out = LayerNorm(H + FFN(H)).",
+            _enc_pre_ln,
+        ),
+        Mistake(
+            "FFN applied to the layer's input",
+            "the two sublayers are stacked, not side by side: the FFN reads H, the output of the first Add & Norm.",
+            _enc_ffn_on_input,
+        ),
+        Mistake(
+            "no residual connections",
+            "each sublayer's output is ADDED to its input before the LayerNorm: LayerNorm(x + sublayer(x)).",
+            _enc_no_residual,
+        ),
+        Mistake(
+            "one LayerNorm for both sublayers",
+            "each Add & Norm has its own LayerNorm with its own gain and bias: norm1 after the attention, norm2 after the FFN.",
+            _enc_one_norm,
         ),
     ],
+    atol=1e-9,
+    rtol=1e-7,
 )
 
 
-# --- Exercise: the post-LN sublayer connection ---------------------------------------------------------
+# --- Exercise: a pre-LN decoder layer ---------------------------------------------------------------------
 
 
-def _layer_norm(x, gain, bias, eps):
-    mean = x.mean(dim=-1, keepdim=True)
-    var = x.var(dim=-1, unbiased=False, keepdim=True)
-    return gain * (x - mean) / torch.sqrt(var + eps) + bias
+def _pre_ln_decoder_layer(y, memory, src_lengths, self_attention, cross_attention, ffn, norms):
+    norm1, norm2, norm3 = norms
+    mask = _pad(src_lengths, memory.shape[1])
+    h = norm1(y)
+    y = y + self_attention(h, h, h, causal=True)
+    y = y + cross_attention(norm2(y), memory, memory, key_padding_mask=mask)
+    return y + ffn(norm3(y))
 
 
-def _post_ln(x, y, gain, bias, eps=1e-5):
-    return _layer_norm(x + y, gain, bias, eps)
+def _dec_post_ln(y, memory, src_lengths, self_attention, cross_attention, ffn, norms):
+    norm1, norm2, norm3 = norms
+    mask = _pad(src_lengths, memory.shape[1])
+    y = norm1(y + self_attention(y, y, y, causal=True))
+    y = norm2(y + cross_attention(y, memory, memory, key_padding_mask=mask))
+    return norm3(y + ffn(y))
 
 
-def _post_ln_no_residual(x, y, gain, bias, eps=1e-5):
-    return _layer_norm(y, gain, bias, eps)
+def _dec_normalized_residual(y, memory, src_lengths, self_attention, cross_attention, ffn, norms):
+    norm1, norm2, norm3 = norms
+    mask = _pad(src_lengths, memory.shape[1])
+    h = norm1(y)
+    y = h + self_attention(h, h, h, causal=True)
+    h = norm2(y)
+    y = h + cross_attention(h, memory, memory, key_padding_mask=mask)
+    h = norm3(y)
+    return h + ffn(h)
 
 
-def _post_ln_eps_outside(x, y, gain, bias, eps=1e-5):
-    z = x + y
-    mean = z.mean(dim=-1, keepdim=True)
-    std = z.var(dim=-1, unbiased=False, keepdim=True).sqrt()
-    return gain * (z - mean) / (std + eps) + bias
+def _dec_memory_normalized(y, memory, src_lengths, self_attention, cross_attention, ffn, norms):
+    norm1, norm2, norm3 = norms
+    mask = _pad(src_lengths, memory.shape[1])
+    h = norm1(y)
+    y = y + self_attention(h, h, h, causal=True)
+    m = norm2(memory)
+    y = y + cross_attention(norm2(y), m, m, key_padding_mask=mask)
+    return y + ffn(norm3(y))
 
 
-def _post_ln_unbiased(x, y, gain, bias, eps=1e-5):
-    z = x + y
-    return gain * (z - z.mean(dim=-1, keepdim=True)) / torch.sqrt(z.var(dim=-1, keepdim=True) + eps) + bias
+def _dec_not_causal(y, memory, src_lengths, self_attention, cross_attention, ffn, norms):
+    norm1, norm2, norm3 = norms
+    mask = _pad(src_lengths, memory.shape[1])
+    h = norm1(y)
+    y = y + self_attention(h, h, h)
+    y = y + cross_attention(norm2(y), memory, memory, key_padding_mask=mask)
+    return y + ffn(norm3(y))
 
 
-def _post_ln_wrong_axis(x, y, gain, bias, eps=1e-5):
-    z = x + y
-    mean = z.mean(dim=1, keepdim=True)
-    var = z.var(dim=1, unbiased=False, keepdim=True)
-    return gain * (z - mean) / torch.sqrt(var + eps) + bias
+def _dec_no_source_mask(y, memory, src_lengths, self_attention, cross_attention, ffn, norms):
+    norm1, norm2, norm3 = norms
+    h = norm1(y)
+    y = y + self_attention(h, h, h, causal=True)
+    y = y + cross_attention(norm2(y), memory, memory)
+    return y + ffn(norm3(y))
 
 
-def _post_ln_norm_first(x, y, gain, bias, eps=1e-5):
-    return _layer_norm(x, gain, bias, eps) + y
+def _dec_final_norm(y, memory, src_lengths, self_attention, cross_attention, ffn, norms):
+    return norms[2](_pre_ln_decoder_layer(y, memory, src_lengths, self_attention, cross_attention, ffn, norms))
 
 
-_d = 5
-_gain, _bias = 1 + _randn(_d, scale=0.3), _randn(_d, scale=0.3)
-_x_small_spread = 1.0 + _randn(2, 3, _d, scale=0.05)  # features close together: eps matters
+def _dec_cross_query_raw(y, memory, src_lengths, self_attention, cross_attention, ffn, norms):
+    norm1, norm2, norm3 = norms
+    mask = _pad(src_lengths, memory.shape[1])
+    h = norm1(y)
+    y = y + self_attention(h, h, h, causal=True)
+    y = y + cross_attention(y, memory, memory, key_padding_mask=mask)
+    return y + ffn(norm3(y))
 
-check_post_ln = Checker(
-    "post_ln",
-    reference=_post_ln,
+
+def _decoder_case(name, seed, B, T, S, lengths):
+    (self_attention, cross_attention), ffn, norms = _modules(seed, norms=3)
+    memory = _randn(B, S, _D)
+    return Case(name, (_randn(B, T, _D), memory, torch.tensor(lengths), self_attention, cross_attention, ffn, tuple(norms)))
+
+
+check_pre_ln_decoder_layer = Checker(
+    "pre_ln_decoder_layer",
+    reference=_pre_ln_decoder_layer,
     cases=[
-        Case("B=2, T=3, d=5, gain 1, bias 0", (_randn(2, 3, _d), _randn(2, 3, _d), torch.ones(_d, dtype=torch.float64), torch.zeros(_d, dtype=torch.float64))),
-        Case("learned gain and bias", (_randn(2, 4, _d), _randn(2, 4, _d), _gain, _bias)),
-        Case("small spread with a large eps = 0.1", (_x_small_spread, 0.5 * _x_small_spread, _gain, _bias), {"eps": 0.1}),
-    ],
-    mistakes=[
-        Mistake("no residual", "add the input back before normalizing: LayerNorm(x + y), not LayerNorm(y).", _post_ln_no_residual),
-        Mistake(
-            "variance over the tokens",
-            "LayerNorm normalizes each token over its d_model features (the last axis, dim=-1), "
-            "not over the positions of the sequence.",
-            _post_ln_wrong_axis,
-        ),
-        Mistake(
-            "normalized before adding",
-            "that is neither post-LN nor pre-LN: post-LN normalizes the sum, LayerNorm(x + y).",
-            _post_ln_norm_first,
-        ),
-        Mistake(
-            "unbiased variance",
-            "LayerNorm divides by d, not d - 1: use x.var(dim=-1, unbiased=False) (or the mean of the squared deviations).",
-            _post_ln_unbiased,
-        ),
-        Mistake(
-            "epsilon outside the square root",
-            "PyTorch's LayerNorm (and ours) divides by sqrt(var + eps), not by sqrt(var) + eps.",
-            _post_ln_eps_outside,
-        ),
-    ],
-)
-
-
-# --- Exercise: the pre-LN sublayer connection ------------------------------------------------------------
-
-_W_sub = _randn(_d, _d, scale=0.5)
-
-
-def _sublayer_linear(h):
-    return h @ _W_sub
-
-
-def _sublayer_tanh(h):
-    return torch.tanh(2 * h) + 0.3
-
-
-def _pre_ln(x, sublayer, gain, bias, eps=1e-5):
-    return x + sublayer(_layer_norm(x, gain, bias, eps))
-
-
-def _pre_ln_as_post(x, sublayer, gain, bias, eps=1e-5):
-    return _layer_norm(x + sublayer(x), gain, bias, eps)
-
-
-def _pre_ln_no_residual(x, sublayer, gain, bias, eps=1e-5):
-    return sublayer(_layer_norm(x, gain, bias, eps))
-
-
-def _pre_ln_normalized_residual(x, sublayer, gain, bias, eps=1e-5):
-    h = _layer_norm(x, gain, bias, eps)
-    return h + sublayer(h)
-
-
-def _pre_ln_norm_output(x, sublayer, gain, bias, eps=1e-5):
-    return x + _layer_norm(sublayer(x), gain, bias, eps)
-
-
-check_pre_ln = Checker(
-    "pre_ln",
-    reference=_pre_ln,
-    cases=[
-        Case("a linear sublayer, gain 1, bias 0", (_randn(2, 3, _d, scale=3.0), _sublayer_linear, torch.ones(_d, dtype=torch.float64), torch.zeros(_d, dtype=torch.float64))),
-        Case("a nonlinear sublayer, learned gain and bias", (_randn(3, 2, _d, scale=3.0), _sublayer_tanh, _gain, _bias)),
+        _decoder_case("one pair, no source padding (T=3, S=4)", 11, 1, 3, 4, [4]),
+        _decoder_case("two pairs, source lengths 5 and 2 (T=4, S=5)", 12, 2, 4, 5, [5, 2]),
+        _decoder_case("three pairs, T=5, S=3", 13, 3, 5, 3, [3, 1, 2]),
     ],
     mistakes=[
         Mistake(
             "post-LN instead",
-            "pre-LN normalizes the sublayer's input and leaves the sum alone: x + sublayer(LayerNorm(x)).",
-            _pre_ln_as_post,
-        ),
-        Mistake(
-            "no residual",
-            "add x back: x + sublayer(LayerNorm(x)). The residual stream is what makes pre-LN easy to train.",
-            _pre_ln_no_residual,
+            "that is the paper's (post-LN) layer; pre-LN normalizes what goes INTO each sublayer and adds the "
+            "sublayer's output to the raw stream: y = y + sublayer(LayerNorm(y)).",
+            _dec_post_ln,
         ),
         Mistake(
             "normalized residual",
-            "the residual is the raw x, not LayerNorm(x): the stream itself is never normalized inside the stack.",
-            _pre_ln_normalized_residual,
+            "the residual is the raw y, not LayerNorm(y): y + sublayer(LayerNorm(y)). The stream is never "
+            "normalized inside a pre-LN stack; the stack's own final LayerNorm does it once.",
+            _dec_normalized_residual,
         ),
         Mistake(
-            "normalized the sublayer's output",
-            "normalize the sublayer's input, not its output: x + sublayer(LayerNorm(x)).",
-            _pre_ln_norm_output,
+            "memory normalized by the layer",
+            "norm2 belongs to the decoder's stream: the keys and values of the cross-attention are the memory "
+            "as the encoder returned it (a pre-LN encoder normalizes it once, with its own final LayerNorm).",
+            _dec_memory_normalized,
+        ),
+        Mistake(
+            "no causal mask",
+            "the decoder's self-attention must not see later target positions: call it with causal=True.",
+            _dec_not_causal,
+        ),
+        Mistake(
+            "source padding not masked",
+            "in the cross-attention the keys are source positions: hide the padded ones with "
+            "key_padding_mask = arange(S) >= src_lengths[:, None].",
+            _dec_no_source_mask,
+        ),
+        Mistake(
+            "a LayerNorm on the output",
+            "a pre-LN layer returns the raw stream y + FFN(LayerNorm(y)); the one final LayerNorm belongs to the "
+            "stack (Decoder.norm), after the last layer, not to every layer.",
+            _dec_final_norm,
+        ),
+        Mistake(
+            "cross-attention's query not normalized",
+            "every sublayer reads the normalized stream, the cross-attention too: its queries are norm2(y); "
+            "its keys and values are the memory.",
+            _dec_cross_query_raw,
         ),
     ],
+    atol=1e-9,
+    rtol=1e-7,
 )
 
 

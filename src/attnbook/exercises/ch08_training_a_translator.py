@@ -8,7 +8,12 @@ import torch
 
 from . import Case, Checker, Mistake
 
-__all__ = ["check_warmup_rate", "check_smoothed_loss", "check_penalized_score", "check_beam_step", "check_cached_attention_step"]
+__all__ = [
+    "check_noam_lambda",
+    "check_uniform_smoothed_loss",
+    "check_beam_step",
+    "check_cross_attention_steps",
+]
 
 _gen = torch.Generator().manual_seed(8)
 
@@ -17,138 +22,172 @@ def _randn(*shape):
     return torch.randn(*shape, generator=_gen, dtype=torch.float64)
 
 
-# --- Exercise: the warm-up schedule ----------------------------------------------------
+# --- Exercise: the paper's schedule through LambdaLR ------------------------------------------------------
 
 
-def _warmup_rate(step, d_model, warmup):
+def _rate(step, d_model, warmup):
     return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
-def _rate_max(step, d_model, warmup):
-    return d_model**-0.5 * max(step**-0.5, step * warmup**-1.5)
+def _noam_lambda(s, d_model, warmup, base_lr):
+    return _rate(s + 1, d_model, warmup) / base_lr
 
 
-def _rate_warmup_half_power(step, d_model, warmup):
-    return d_model**-0.5 * min(step**-0.5, step * warmup**-0.5)
+def _lambda_not_shifted(s, d_model, warmup, base_lr):
+    return _rate(s, d_model, warmup) / base_lr
 
 
-def _rate_no_width(step, d_model, warmup):
-    return min(step**-0.5, step * warmup**-1.5)
+def _lambda_rate_itself(s, d_model, warmup, base_lr):
+    return _rate(s + 1, d_model, warmup)
 
 
-check_warmup_rate = Checker(
-    "warmup_rate",
-    reference=_warmup_rate,
+def _lambda_max(s, d_model, warmup, base_lr):
+    step = s + 1
+    return d_model**-0.5 * max(step**-0.5, step * warmup**-1.5) / base_lr
+
+
+def _lambda_no_width(s, d_model, warmup, base_lr):
+    step = s + 1
+    return min(step**-0.5, step * warmup**-1.5) / base_lr
+
+
+check_noam_lambda = Checker(
+    "noam_lambda",
+    reference=_noam_lambda,
     cases=[
-        Case("step 1 of 4000, d_model 512", (1, 512, 4000)),
-        Case("the peak, step = warmup", (4000, 512, 4000)),
-        Case("long after the peak", (40000, 512, 4000)),
-        Case("a small model, mid warm-up", (50, 64, 200)),
+        Case("counter 1 (the second optimizer step), d_model 512, warm-up 4000, lr 1e-3", (1, 512, 4000, 1e-3)),
+        Case("counter 0: the very first step", (0, 512, 4000, 1e-3)),
+        Case("the peak: counter 3999 is step 4000", (3999, 512, 4000, 1e-3)),
+        Case("long after the peak, an optimizer created with lr = 1", (39999, 512, 4000, 1.0)),
+        Case("a small model mid warm-up, lr 5e-4", (49, 64, 200, 5e-4)),
     ],
     mistakes=[
         Mistake(
+            "counter not shifted",
+            "LambdaLR counts from 0 and calls the function with 0 for the first optimizer step, while the paper counts "
+            "steps from 1: use step = s + 1 (with s itself, the first step would divide by zero).",
+            _lambda_not_shifted,
+        ),
+        Mistake(
+            "the rate itself",
+            "LambdaLR MULTIPLIES the optimizer's own learning rate by the function's value: return the paper's rate "
+            "divided by base_lr, the lr the optimizer was created with.",
+            _lambda_rate_itself,
+        ),
+        Mistake(
             "max instead of min",
-            "the rate is the SMALLER of the two curves: step**-0.5 is huge at the start and step * warmup**-1.5 grows "
-            "without end later; min(...) keeps the rising line during warm-up and the decay after it.",
-            _rate_max,
+            "the rate is the smaller of the two curves: min(step**-0.5, step * warmup**-1.5).",
+            _lambda_max,
         ),
-        Mistake(
-            "warmup**-0.5",
-            "the rising line is step * warmup**-1.5, so that it meets step**-0.5 exactly at step = warmup "
-            "(warmup * warmup**-1.5 = warmup**-0.5).",
-            _rate_warmup_half_power,
-        ),
-        Mistake(
-            "no d_model factor",
-            "multiply by d_model**-0.5: wider models take smaller steps.",
-            _rate_no_width,
-        ),
+        Mistake("no d_model factor", "multiply by d_model**-0.5: wider models take smaller steps.", _lambda_no_width),
     ],
     atol=1e-12,
     rtol=1e-9,
 )
 
 
-# --- Exercise: label-smoothed loss with padding -----------------------------------------
+# --- Exercise: Szegedy's label smoothing with <pad> left out ---------------------------------------------
 
 
-def _smoothed_loss(logits, targets, eps, pad_id):
+def _uniform_smoothed_loss(logits, targets, eps, pad_id):
     V = logits.shape[-1]
-    log_probs = torch.log_softmax(logits, dim=-1)  # (N, V)
-    q = torch.full_like(log_probs, eps / (V - 2))
-    q[:, pad_id] = 0.0
-    q.scatter_(1, targets[:, None], 1.0 - eps)
-    per_token = -(q * log_probs).sum(dim=-1)  # (N,)
-    real = targets != pad_id
-    return per_token[real].mean()
-
-
-def _loss_backwards(logits, targets, eps, pad_id):
-    V = logits.shape[-1]
-    log_probs = torch.log_softmax(logits, dim=-1)
-    q = torch.full_like(log_probs, (1.0 - eps) / (V - 2))
-    q[:, pad_id] = 0.0
-    q.scatter_(1, targets[:, None], eps)
+    log_probs = torch.log_softmax(logits, dim=-1)  # (B, T, V)
+    q = torch.full_like(log_probs, eps / (V - 1))  # the uniform part, over the V - 1 classes other than <pad>
+    q[..., pad_id] = 0.0
+    q = q + (1 - eps) * torch.nn.functional.one_hot(targets, V).to(q.dtype)
     real = targets != pad_id
     return -(q * log_probs).sum(-1)[real].mean()
 
 
-def _loss_pytorch_style(logits, targets, eps, pad_id):
-    real = targets != pad_id
-    return torch.nn.functional.cross_entropy(logits[real], targets[real], label_smoothing=eps)
+def _usl_pytorch(logits, targets, eps, pad_id):
+    V = logits.shape[-1]
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), ignore_index=pad_id, label_smoothing=eps)
 
 
-def _loss_counts_padding(logits, targets, eps, pad_id):
+def _usl_library_variant(logits, targets, eps, pad_id):
     V = logits.shape[-1]
     log_probs = torch.log_softmax(logits, dim=-1)
     q = torch.full_like(log_probs, eps / (V - 2))
-    q[:, pad_id] = 0.0
-    q.scatter_(1, targets[:, None], 1.0 - eps)
-    return -(q * log_probs).sum(-1).mean()
+    q[..., pad_id] = 0.0
+    q.scatter_(-1, targets[..., None], 1 - eps)
+    real = targets != pad_id
+    return -(q * log_probs).sum(-1)[real].mean()
 
 
-def _loss_pad_gets_mass(logits, targets, eps, pad_id):
+def _usl_sentence_means(logits, targets, eps, pad_id):
     V = logits.shape[-1]
     log_probs = torch.log_softmax(logits, dim=-1)
     q = torch.full_like(log_probs, eps / (V - 1))
-    q.scatter_(1, targets[:, None], 1.0 - eps)
+    q[..., pad_id] = 0.0
+    q = q + (1 - eps) * torch.nn.functional.one_hot(targets, V).to(q.dtype)
+    real = (targets != pad_id).to(q.dtype)
+    per_token = -(q * log_probs).sum(-1) * real
+    return (per_token.sum(1) / real.sum(1)).mean()
+
+
+def _usl_padding_counted(logits, targets, eps, pad_id):
+    V = logits.shape[-1]
+    log_probs = torch.log_softmax(logits, dim=-1)
+    q = torch.full_like(log_probs, eps / (V - 1))
+    q[..., pad_id] = 0.0
+    q = q + (1 - eps) * torch.nn.functional.one_hot(targets, V).to(q.dtype)
+    return -(q * log_probs).sum(-1).mean()
+
+
+def _usl_pad_zeroed_not_shared(logits, targets, eps, pad_id):
+    V = logits.shape[-1]
+    log_probs = torch.log_softmax(logits, dim=-1)
+    q = torch.full_like(log_probs, eps / V)
+    q[..., pad_id] = 0.0
+    q = q + (1 - eps) * torch.nn.functional.one_hot(targets, V).to(q.dtype)
     real = targets != pad_id
     return -(q * log_probs).sum(-1)[real].mean()
 
 
-_targets = torch.tensor([4, 2, 7, 0, 0, 5])
-check_smoothed_loss = Checker(
-    "smoothed_loss",
-    reference=_smoothed_loss,
+check_uniform_smoothed_loss = Checker(
+    "uniform_smoothed_loss",
+    reference=_uniform_smoothed_loss,
     cases=[
-        Case("no padding, eps = 0 (plain cross-entropy)", (_randn(3, 6), torch.tensor([4, 2, 5]), 0.0, 0)),
-        Case("no padding, eps = 0.1", (_randn(3, 6), torch.tensor([4, 2, 5]), 0.1, 0)),
-        Case("two padding positions, eps = 0.1", (_randn(6, 9), _targets, 0.1, 0)),
-        Case("<pad> is id 3, eps = 0.3", (_randn(5, 8), torch.tensor([3, 5, 2, 3, 7]), 0.3, 3)),
+        Case("no padding, eps = 0: plain cross-entropy", (_randn(2, 3, 6), torch.tensor([[4, 2, 5], [3, 3, 2]]), 0.0, 0)),
+        Case("no padding, eps = 0.1", (_randn(2, 3, 6), torch.tensor([[4, 2, 5], [3, 1, 2]]), 0.1, 0)),
+        Case(
+            "sentences of 4 and 1 tokens, eps = 0.1",
+            (_randn(2, 4, 9), torch.tensor([[4, 2, 7, 5], [6, 0, 0, 0]]), 0.1, 0),
+        ),
+        Case(
+            "<pad> is id 3, three sentences, eps = 0.3",
+            (_randn(3, 3, 8), torch.tensor([[5, 2, 3], [7, 3, 3], [1, 6, 4]]), 0.3, 3),
+        ),
     ],
     mistakes=[
         Mistake(
-            "smoothing backwards",
-            "the TRUE class gets 1 - eps and the others share eps (a formula some notes write the other way round); "
-            "with eps = 0.1 the right answer gets 0.9.",
-            _loss_backwards,
-        ),
-        Mistake(
             "PyTorch's label_smoothing",
-            "F.cross_entropy(label_smoothing=eps) spreads eps over ALL V classes, the true one and <pad> included, so the "
-            "true class gets 1 - eps + eps/V; here the true class gets exactly 1 - eps and eps is shared by the V - 2 "
-            "classes that are neither the true one nor <pad>.",
-            _loss_pytorch_style,
+            "F.cross_entropy(label_smoothing=eps) spreads eps over all V classes, <pad> included; here <pad> gets "
+            "nothing and eps is spread over the V - 1 other classes, the true one among them (it gets 1 - eps + eps/(V-1)).",
+            _usl_pytorch,
         ),
         Mistake(
-            "padding counted",
-            "positions whose target is <pad> are not words: leave them out, and average over the real tokens only.",
-            _loss_counts_padding,
+            "the library's variant",
+            "that is sequence_loss's target (the true class gets exactly 1 - eps, the V - 2 others share eps); Szegedy "
+            "et al. mix (1 - eps) one-hot with a uniform distribution that includes the true class: here, uniform over "
+            "the V - 1 classes other than <pad>.",
+            _usl_library_variant,
         ),
         Mistake(
-            "<pad> gets mass",
-            "<pad> is never a correct next token: give it 0 and share eps over the V - 2 other classes.",
-            _loss_pad_gets_mass,
+            "mean of the sentences' means",
+            "average over the real tokens of the whole batch: a one-word sentence must not weigh as much as a long one.",
+            _usl_sentence_means,
+        ),
+        Mistake(
+            "padding positions counted",
+            "positions whose target is <pad> carry no loss: leave them out of the sum and of the count.",
+            _usl_padding_counted,
+        ),
+        Mistake(
+            "<pad> zeroed but its share lost",
+            "with eps/V everywhere and <pad> set to 0 the target sums to 1 - eps/V, not 1: spread eps over the V - 1 "
+            "classes that remain.",
+            _usl_pad_zeroed_not_shared,
         ),
     ],
     atol=1e-9,
@@ -156,186 +195,251 @@ check_smoothed_loss = Checker(
 )
 
 
-# --- Exercise: the length penalty ------------------------------------------------------
+# --- Exercise: one beam search step for a batch, finished hypotheses frozen --------------------------------
 
 
-def _penalized_score(log_probs, lengths, alpha):
-    return log_probs / ((5 + lengths) / 6) ** alpha
+def _candidates(log_p, lengths, finished, next_log_probs, eos_id, grow_frozen=False, freeze=True):
+    B, k, V = next_log_probs.shape
+    cand_lp = log_p[..., None] + next_log_probs  # (B, k, V)
+    cand_len = (lengths + 1)[..., None].expand(B, k, V)
+    if freeze:
+        only_eos = torch.full((V,), float("-inf"), dtype=log_p.dtype)
+        only_eos[eos_id] = 0.0
+        cand_lp = torch.where(finished[..., None], log_p[..., None] + only_eos, cand_lp)
+        if not grow_frozen:
+            cand_len = torch.where(finished[..., None], lengths[..., None].expand(B, k, V), cand_len)
+    return cand_lp, cand_len
 
 
-def _score_multiplied(log_probs, lengths, alpha):
-    return log_probs * ((5 + lengths) / 6) ** alpha
+def _select(cand_lp, cand_len, score, finished, eos_id, mark_finished=True):
+    B, k, V = cand_lp.shape
+    index = score.reshape(B, k * V).topk(k, dim=1).indices  # (B, k), best first
+    origin, token = index // V, index % V
+    new_finished = finished.gather(1, origin)
+    if mark_finished:
+        new_finished = new_finished | (token == eos_id)
+    return cand_lp.reshape(B, -1).gather(1, index), cand_len.reshape(B, -1).gather(1, index), new_finished, origin, token
 
 
-def _score_plain_power(log_probs, lengths, alpha):
-    return log_probs / lengths**alpha
+def _penalty(lengths, alpha, dtype):
+    return ((5 + lengths.to(dtype)) / 6) ** alpha
 
 
-def _score_forgets_alpha(log_probs, lengths, alpha):
-    return log_probs / ((5 + lengths) / 6)
+def _beam_step(log_p, lengths, finished, next_log_probs, alpha, eos_id=2):
+    cand_lp, cand_len = _candidates(log_p, lengths, finished, next_log_probs, eos_id)
+    return _select(cand_lp, cand_len, cand_lp / _penalty(cand_len, alpha, cand_lp.dtype), finished, eos_id)
 
 
-check_penalized_score = Checker(
-    "penalized_score",
-    reference=_penalized_score,
-    cases=[
-        Case("alpha = 0: the log-probabilities themselves", (torch.tensor([-1.0, -2.5]), torch.tensor([3.0, 7.0]), 0.0)),
-        Case("alpha = 0.6", (torch.tensor([-1.0, -2.5, -4.0]), torch.tensor([1.0, 7.0, 12.0]), 0.6)),
-        Case("alpha = 1.5", (torch.tensor([-3.0, -3.0]), torch.tensor([2.0, 9.0]), 1.5)),
-    ],
-    mistakes=[
-        Mistake(
-            "multiplied",
-            "divide by lp(Y): log-probabilities are negative, so dividing by a number that grows with the length "
-            "raises the score of long translations; multiplying would punish them further.",
-            _score_multiplied,
-        ),
-        Mistake(
-            "|Y| ** alpha",
-            "Wu et al.'s penalty is ((5 + |Y|) / 6) ** alpha: the 5 softens it for short sentences and it is 1 for a "
-            "one-token translation; plain |Y| ** alpha is the older length normalization.",
-            _score_plain_power,
-        ),
-        Mistake(
-            "alpha ignored",
-            "raise ((5 + |Y|) / 6) to the power alpha: alpha = 0 must give the plain log-probabilities.",
-            _score_forgets_alpha,
-        ),
-    ],
-)
+def _bs_no_penalty(log_p, lengths, finished, next_log_probs, alpha, eos_id=2):
+    cand_lp, cand_len = _candidates(log_p, lengths, finished, next_log_probs, eos_id)
+    return _select(cand_lp, cand_len, cand_lp, finished, eos_id)
 
 
-# --- Exercise: one step of beam search ---------------------------------------------------
+def _bs_penalty_multiplied(log_p, lengths, finished, next_log_probs, alpha, eos_id=2):
+    cand_lp, cand_len = _candidates(log_p, lengths, finished, next_log_probs, eos_id)
+    return _select(cand_lp, cand_len, cand_lp * _penalty(cand_len, alpha, cand_lp.dtype), finished, eos_id)
 
 
-def _beam_step(beam_log_probs, next_log_probs, k):
-    V = next_log_probs.shape[-1]
-    candidates = (beam_log_probs[:, None] + next_log_probs).reshape(-1)  # (k_old * V,)
-    top, index = candidates.topk(k)
-    return top, index // V, index % V
+def _bs_not_frozen(log_p, lengths, finished, next_log_probs, alpha, eos_id=2):
+    cand_lp, cand_len = _candidates(log_p, lengths, finished, next_log_probs, eos_id, freeze=False)
+    return _select(cand_lp, cand_len, cand_lp / _penalty(cand_len, alpha, cand_lp.dtype), finished, eos_id)
 
 
-def _step_per_beam(beam_log_probs, next_log_probs, k):
-    best, token = (beam_log_probs[:, None] + next_log_probs).max(dim=-1)  # the best extension of each beam
-    top, origin = best.topk(k)
-    return top, origin, token[origin]
+def _bs_frozen_grows(log_p, lengths, finished, next_log_probs, alpha, eos_id=2):
+    cand_lp, cand_len = _candidates(log_p, lengths, finished, next_log_probs, eos_id, grow_frozen=True)
+    return _select(cand_lp, cand_len, cand_lp / _penalty(cand_len, alpha, cand_lp.dtype), finished, eos_id)
 
 
-def _step_forgets_history(beam_log_probs, next_log_probs, k):
-    V = next_log_probs.shape[-1]
-    top, index = next_log_probs.reshape(-1).topk(k)
-    return beam_log_probs[index // V] + top, index // V, index % V
+def _bs_eos_not_finishing(log_p, lengths, finished, next_log_probs, alpha, eos_id=2):
+    cand_lp, cand_len = _candidates(log_p, lengths, finished, next_log_probs, eos_id)
+    score = cand_lp / _penalty(cand_len, alpha, cand_lp.dtype)
+    return _select(cand_lp, cand_len, score, finished, eos_id, mark_finished=False)
 
 
-def _step_swapped_indices(beam_log_probs, next_log_probs, k):
-    V = next_log_probs.shape[-1]
-    top, index = (beam_log_probs[:, None] + next_log_probs).reshape(-1).topk(k)
-    return top, index % V, index // V
+def _bs_per_beam(log_p, lengths, finished, next_log_probs, alpha, eos_id=2):
+    cand_lp, cand_len = _candidates(log_p, lengths, finished, next_log_probs, eos_id)
+    score = cand_lp / _penalty(cand_len, alpha, cand_lp.dtype)
+    best, token = score.max(dim=-1)  # the best extension of each beam, then the k best beams
+    origin = best.topk(score.shape[1], dim=1).indices
+    token = token.gather(1, origin)
+    index = origin * score.shape[-1] + token
+    B = score.shape[0]
+    new_finished = finished.gather(1, origin) | (token == eos_id)
+    return cand_lp.reshape(B, -1).gather(1, index), cand_len.reshape(B, -1).gather(1, index), new_finished, origin, token
 
 
-def _log_softmax_rows(x):
-    return torch.log_softmax(x, dim=-1)
+def _bs_swapped(log_p, lengths, finished, next_log_probs, alpha, eos_id=2):
+    new_lp, new_len, new_fin, origin, token = _beam_step(log_p, lengths, finished, next_log_probs, alpha, eos_id)
+    return new_lp, new_len, new_fin, token, origin
+
+
+def _beam_case(name, B, k, V, finished, lengths, alpha, sharp=2.0):
+    log_p = -(_randn(B, k).abs() * 2 + 0.5)
+    next_log_probs = torch.log_softmax(sharp * _randn(B, k, V), dim=-1)
+    return Case(name, (log_p, torch.tensor(lengths), torch.tensor(finished), next_log_probs, alpha))
 
 
 check_beam_step = Checker(
     "beam_step",
     reference=_beam_step,
     cases=[
-        Case(
-            "2 beams, 4 tokens, the best two extensions come from the same beam",
-            (torch.tensor([-0.1, -2.0]), torch.log(torch.tensor([[0.5, 0.4, 0.05, 0.05], [0.97, 0.01, 0.01, 0.01]])), 2),
+        _beam_case("one sentence, 2 live beams, 5 tokens, alpha 0.6", 1, 2, 5, [[False, False]], [[3, 3]], 0.6),
+        _beam_case(
+            "two sentences, 3 beams, one finished 4-token hypothesis, alpha 1.0",
+            2, 3, 6, [[True, False, False], [False, False, False]], [[4, 7, 7], [7, 7, 7]], 1.0,
         ),
-        Case("3 beams, 7 tokens", (torch.tensor([-0.5, -0.9, -1.2]), _log_softmax_rows(2 * _randn(3, 7)), 3)),
-        Case(
-            "a strong beam with a flat next distribution against a weak beam with a sharp one",
-            (torch.tensor([-0.2, -1.5]), torch.log(torch.tensor([[0.3, 0.3, 0.2, 0.2], [0.01, 0.97, 0.01, 0.01]])), 2),
+        _beam_case(
+            "two sentences, 2 beams, finished hypotheses in both, alpha 2.0",
+            2, 2, 7, [[False, True], [True, False]], [[9, 3], [2, 9]], 2.0, sharp=3.0,
         ),
+        _beam_case("three sentences, 4 beams, 8 tokens, alpha 0.6", 3, 4, 8,
+                   [[False, True, False, False], [False] * 4, [True, False, True, False]],
+                   [[6, 2, 6, 6], [6, 6, 6, 6], [3, 6, 5, 6]], 0.6, sharp=3.0),
     ],
     mistakes=[
         Mistake(
-            "best extension of each beam",
-            "rank ALL k * V extensions together: the best two may both extend the same beam, and another beam then "
-            "drops out. Flatten (k, V) to k * V before topk.",
-            _step_per_beam,
+            "finished hypotheses extended",
+            "a hypothesis that has written <eos> is frozen: its only candidate is itself (one more <eos> with log "
+            "probability 0, its length unchanged); every other token after <eos> must get -inf.",
+            _bs_not_frozen,
         ),
         Mistake(
-            "history ignored",
-            "add each beam's running log-probability to its next-token log-probabilities BEFORE ranking: a hypothesis "
-            "is ranked by log p of the whole prefix, not of its last token.",
-            _step_forgets_history,
+            "a frozen hypothesis grows",
+            "a frozen hypothesis keeps its length: the repeated <eos> is not a token of the translation, and counting "
+            "it would change its length penalty at every step.",
+            _bs_frozen_grows,
+        ),
+        Mistake(
+            "ranked by log p alone",
+            "finished and live hypotheses of different lengths compete in the same beam, so rank every candidate by "
+            "log p / ((5 + length) / 6) ** alpha, not by log p.",
+            _bs_no_penalty,
+        ),
+        Mistake(
+            "length penalty multiplied",
+            "divide log p by lp(Y): log-probabilities are negative, so dividing by a number that grows with the length "
+            "favours longer hypotheses; multiplying punishes them.",
+            _bs_penalty_multiplied,
+        ),
+        Mistake(
+            "<eos> does not finish",
+            "a candidate whose token is <eos> is finished from now on: finished = finished[origin] | (token == eos_id).",
+            _bs_eos_not_finishing,
+        ),
+        Mistake(
+            "best extension of each beam",
+            "rank all k * V candidates of a sentence together: the best two may extend the same beam. Flatten "
+            "(B, k, V) to (B, k * V) before topk.",
+            _bs_per_beam,
         ),
         Mistake(
             "origin and token swapped",
-            "in the flattened (k * V) index i, the beam is i // V and the token is i % V.",
-            _step_swapped_indices,
+            "in the flattened index i of a sentence's k * V candidates, the beam is i // V and the token i % V.",
+            _bs_swapped,
         ),
     ],
+    atol=1e-9,
+    rtol=1e-7,
 )
 
 
-# --- Exercise: one step of attention with a key-value cache --------------------------------
+# --- Exercise: a cross-attention cache ------------------------------------------------------------------
 
 
-def _cached_attention_step(q, k_new, v_new, cache_k, cache_v):
-    keys = torch.cat([cache_k, k_new], dim=1)  # (B, t + 1, d)
-    values = torch.cat([cache_v, v_new], dim=1)
-    weights = torch.softmax(q @ keys.transpose(1, 2) / math.sqrt(q.shape[-1]), dim=-1)  # (B, 1, t + 1)
-    return weights @ values, keys, values
+def _split(x, num_heads):
+    B, S, d = x.shape
+    return x.reshape(B, S, num_heads, d // num_heads).transpose(1, 2)  # (B, h, S, d_k)
 
 
-def _cache_without_new(q, k_new, v_new, cache_k, cache_v):
-    weights = torch.softmax(q @ cache_k.transpose(1, 2) / math.sqrt(q.shape[-1]), dim=-1)
-    return weights @ cache_v, torch.cat([cache_k, k_new], 1), torch.cat([cache_v, v_new], 1)
+def _steps(y, src_mask, q_proj, keys, values, scale, mask=True, softmax_dim=-1):
+    """Attend from each target position in turn with the cached keys and values; merge the heads."""
+    B, T, d = y.shape
+    outputs = []
+    for t in range(T):
+        q = _split(q_proj(y[:, t : t + 1]), keys.shape[1])  # (B, h, 1, d_k)
+        scores = q @ keys.transpose(-2, -1) / scale  # (B, h, 1, S)
+        if mask:
+            scores = scores.masked_fill(src_mask[:, None, None, :], float("-inf"))
+        weights = torch.nan_to_num(torch.softmax(scores, dim=softmax_dim))
+        outputs.append((weights @ values).transpose(1, 2).reshape(B, 1, d))
+    return torch.cat(outputs, dim=1)
 
 
-def _cache_unscaled(q, k_new, v_new, cache_k, cache_v):
-    keys, values = torch.cat([cache_k, k_new], 1), torch.cat([cache_v, v_new], 1)
-    return torch.softmax(q @ keys.transpose(1, 2), dim=-1) @ values, keys, values
+def _cross_attention_steps(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+    keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)  # once
+    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1]))
 
 
-def _cache_wrong_axis(q, k_new, v_new, cache_k, cache_v):
-    keys, values = torch.cat([cache_k, k_new], 1), torch.cat([cache_v, v_new], 1)
-    weights = torch.softmax(q @ keys.transpose(1, 2) / math.sqrt(q.shape[-1]), dim=1)
-    return weights @ values, keys, values
+def _cas_no_transpose(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+    B, S, d = memory.shape
+    shape = (B, num_heads, S, d // num_heads)
+    keys, values = (memory @ w_k + b_k).reshape(shape), (memory @ w_v + b_v).reshape(shape)
+    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1]))
 
 
-def _cache_prepends(q, k_new, v_new, cache_k, cache_v):
-    keys, values = torch.cat([k_new, cache_k], 1), torch.cat([v_new, cache_v], 1)
-    weights = torch.softmax(q @ keys.transpose(1, 2) / math.sqrt(q.shape[-1]), dim=-1)
-    return weights @ values, keys, values
+def _cas_no_bias(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+    keys, values = _split(memory @ w_k, num_heads), _split(memory @ w_v, num_heads)
+    return _steps(y, src_mask, lambda x: x @ w_q, keys, values, math.sqrt(keys.shape[-1]))
 
 
-check_cached_attention_step = Checker(
-    "cached_attention_step",
-    reference=_cached_attention_step,
+def _cas_values_with_w_k(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+    keys = _split(memory @ w_k + b_k, num_heads)
+    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, keys, math.sqrt(keys.shape[-1]))
+
+
+def _cas_scaled_by_d(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+    keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)
+    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(memory.shape[-1]))
+
+
+def _cas_no_mask(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+    keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)
+    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1]), mask=False)
+
+
+def _cas_softmax_over_heads(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+    keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)
+    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1]), softmax_dim=1)
+
+
+def _cas_case(name, B, T, S, d, h, lengths):
+    src_mask = torch.arange(S)[None, :] >= torch.tensor(lengths)[:, None]
+    weights = [_randn(d, d) if i % 2 == 0 else _randn(d) for i in range(6)]
+    return Case(name, (_randn(B, T, d), _randn(B, S, d), src_mask, *weights, h))
+
+
+check_cross_attention_steps = Checker(
+    "cross_attention_steps",
+    reference=_cross_attention_steps,
     cases=[
-        Case("the first step: an empty cache", (_randn(2, 1, 4), _randn(2, 1, 4), _randn(2, 1, 4), _randn(2, 0, 4), _randn(2, 0, 4))),
-        Case("B=2, 3 cached positions, d=4", (_randn(2, 1, 4), _randn(2, 1, 4), _randn(2, 1, 4), _randn(2, 3, 4), _randn(2, 3, 4))),
-        Case("B=1, 5 cached positions, d=8", (_randn(1, 1, 8), _randn(1, 1, 8), _randn(1, 1, 8), _randn(1, 5, 8), _randn(1, 5, 8))),
+        _cas_case("one sentence, 2 target positions, no padding (S=3, d=4, 2 heads)", 1, 2, 3, 4, 2, [3]),
+        _cas_case("two sentences, the second padded (T=3, S=5, d=6, 3 heads)", 2, 3, 5, 6, 3, [5, 2]),
+        _cas_case("three sentences (T=2, S=4, d=8, 4 heads)", 3, 2, 4, 8, 4, [1, 4, 3]),
     ],
     mistakes=[
         Mistake(
-            "new position left out",
-            "a decoder position attends to itself too (the causal mask hides only the FUTURE): append the new key and "
-            "value to the cache first, then attend over all t + 1 of them.",
-            _cache_without_new,
+            "heads split without a transpose",
+            "reshape (B, S, d) to (B, S, h, d_k) so that head j gets features j*d_k .. (j+1)*d_k - 1 of every "
+            "position, THEN transpose to (B, h, S, d_k); reshaping straight to (B, h, S, d_k) mixes positions.",
+            _cas_no_transpose,
+        ),
+        Mistake("biases forgotten", "the projections are x @ w + b, for the queries, the keys and the values.", _cas_no_bias),
+        Mistake("values projected with w_k", "keys and values have their own matrices: values = memory @ w_v + b_v.", _cas_values_with_w_k),
+        Mistake(
+            "scaled by sqrt(d_model)",
+            "each head's scores are divided by sqrt(d_k), the width of one head, not by sqrt(d_model).",
+            _cas_scaled_by_d,
         ),
         Mistake(
-            "not scaled",
-            "divide the scores by sqrt(d) as in scaled dot-product attention; the cache changes where keys come from, "
-            "not how they are scored.",
-            _cache_unscaled,
+            "source padding not masked",
+            "set the scores of padded source keys to -inf before the softmax (src_mask is True there), for every head: "
+            "scores.masked_fill(src_mask[:, None, None, :], -inf).",
+            _cas_no_mask,
         ),
         Mistake(
-            "softmax over the wrong axis",
-            "the weights of the one query must sum to 1 over the keys: softmax over the last axis (t + 1), not axis 1.",
-            _cache_wrong_axis,
-        ),
-        Mistake(
-            "new key put first",
-            "keep the cache in time order: append the new key and value at the END (torch.cat([cache, new], dim=1)), "
-            "so that position i of the cache is always token i.",
-            _cache_prepends,
+            "softmax over the heads",
+            "each head's weights for a query sum to 1 over the source keys: softmax over the last axis.",
+            _cas_softmax_over_heads,
         ),
     ],
     atol=1e-9,
