@@ -66,7 +66,9 @@ _STRIP = [
     re.compile(r"\{[a-z:]+\}`[^`]*`"),  # roles: {cite}`...`, {ref}`...`
 ]
 #: Code shown in the text. A fence with no language, or ``text``, holds a typed output: its figures are claims too.
-_CODE_BLOCK = re.compile(r"^(`{3,}|~{3,})(?!\{)(?!\s*(?:text|console)?\s*$)[^\n]*\n.*?^\1\s*$", re.DOTALL | re.MULTILINE)
+_CODE_BLOCK = re.compile(
+    r"^(`{3,}|~{3,})(?!\{)(?!\s*(?:text|console)?\s*$)[^\n]*\n.*?^\1\s*$", re.DOTALL | re.MULTILINE
+)
 _EXERCISE = re.compile(r"(`{3,4})\{exercise\}.*?\n\1", re.DOTALL)
 
 
@@ -101,7 +103,9 @@ def prose_of(markdown: str) -> str:
     """The running text of a markdown cell: no code, math, links, tags, roles or exercise statements."""
     text = _EXERCISE.sub(" ", markdown)
     text = _CODE_BLOCK.sub(" ", text)  # code shown in the text (not a directive: those fences hold prose)
-    text = re.sub(r"^(`{3,4})\{[a-z-]+\}[^\n]*\n(?::[a-z-]+:[^\n]*\n)*", " ", text, flags=re.MULTILINE)  # directive heads
+    text = re.sub(
+        r"^(`{3,4})\{[a-z-]+\}[^\n]*\n(?::[a-z-]+:[^\n]*\n)*", " ", text, flags=re.MULTILINE
+    )  # directive heads
     text = re.sub(r"^(`{3,4}|~{3,4})\s*(text|console)?\s*$", " ", text, flags=re.MULTILINE)
     for pattern in _STRIP:
         text = pattern.sub(" ", text)
@@ -130,8 +134,12 @@ def claims_in(markdown: str, where: str) -> tuple[list[Claim], list[Claim]]:
             for part in _parts(m):
                 value = float(part.replace(",", "")) * (-1 if m.group("sign") else 1)
                 decimals = len(part.split(".")[1]) if "." in part else 0
-                kind = {"%": "percent", "×": "ratio", "times": "ratio", "M": "million", "k": "thousand"}.get(unit, "number")
-                claim = Claim(where, " ".join(m.group(0).split()), value, decimals, kind, sentence.replace("\x00CITE", "{cite}"))
+                kind = {"%": "percent", "×": "ratio", "times": "ratio", "M": "million", "k": "thousand"}.get(
+                    unit, "number"
+                )
+                claim = Claim(
+                    where, " ".join(m.group(0).split()), value, decimals, kind, sentence.replace("\x00CITE", "{cite}")
+                )
                 (cited if has_citation else found).append(claim)
         for m in WORD_RATIO.finditer(sentence):
             value = float(WORDS[m.group("word").lower()]) if m.group("word") else 2.0
@@ -141,10 +149,31 @@ def claims_in(markdown: str, where: str) -> tuple[list[Claim], list[Claim]]:
     return found, cited
 
 
-WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
-         "eleven": 11, "twelve": 12, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "hundred": 100}
+WORDS = {
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "hundred": 100,
+}
 #: "three times", "ten times faster", "twice": a ratio in words; "about"/"some"/"nearly" before it make it approximate.
-WORD_RATIO = re.compile(r"(?P<approx>\b(?:about|some|nearly|roughly|almost|around)\s+)?\b(?P<word>" + "|".join(WORDS) + r")\s+times\b|\btwice\b", re.IGNORECASE)
+WORD_RATIO = re.compile(
+    r"(?P<approx>\b(?:about|some|nearly|roughly|almost|around)\s+)?\b(?P<word>"
+    + "|".join(WORDS)
+    + r")\s+times\b|\btwice\b",
+    re.IGNORECASE,
+)
 #: How far an approximate ratio in words may be from the printed one, relative.
 APPROXIMATE = 0.15
 
@@ -281,7 +310,9 @@ def check_page(path: Path, report: Report | None = None) -> Report:
         if note.group("results"):
             results = ROOT / note.group("results")
             if not results.is_file():
-                raise FileNotFoundError(f"{path.name} names {note.group('results')} as its results, and there is no such file")
+                raise FileNotFoundError(
+                    f"{path.name} names {note.group('results')} as its results, and there is no such file"
+                )
             if results.suffix == ".ipynb":
                 recorded += _outputs_of(results)
             else:
@@ -304,8 +335,10 @@ def main() -> int:
     for path in NOTEBOOKS + PAGES:
         report = check_notebook(path) if path.suffix == ".ipynb" else check_page(path)
         total += len(report.unsupported)
-        print(f"{path.relative_to(ROOT)}: {len(report.checked)} claims, {len(report.unsupported)} unsupported, "
-              f"{len(report.from_code)} settings written in the code, {len(report.declared)} declared, {len(report.cited)} cited")
+        print(
+            f"{path.relative_to(ROOT)}: {len(report.checked)} claims, {len(report.unsupported)} unsupported, "
+            f"{len(report.from_code)} settings written in the code, {len(report.declared)} declared, {len(report.cited)} cited"
+        )
         for claim in report.unsupported:
             print(f"    {claim}")
     return 1 if total else 0

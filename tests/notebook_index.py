@@ -46,7 +46,10 @@ def is_training_call(call) -> bool:
             return not call.args and not call.keywords
         if func.attr == "train":  # attnbook.train.train(...) or train.train(...)
             owner = func.value
-            return isinstance(owner, (ast.Name, ast.Attribute)) and getattr(owner, "attr", getattr(owner, "id", "")) == "train"
+            return (
+                isinstance(owner, (ast.Name, ast.Attribute))
+                and getattr(owner, "attr", getattr(owner, "id", "")) == "train"
+            )
     return False
 
 

@@ -159,7 +159,9 @@ def test_bad_input_is_a_clear_error():
 
 def _rnn(attention: bool, tgt_vocab: int = 12, sharpen: float = 3.0) -> Seq2Seq:
     torch.manual_seed(0)
-    model = Seq2Seq(Seq2SeqConfig(12, tgt_vocab, embed_size=8, hidden_size=16, num_layers=2, attention=attention)).double()
+    model = Seq2Seq(
+        Seq2SeqConfig(12, tgt_vocab, embed_size=8, hidden_size=16, num_layers=2, attention=attention)
+    ).double()
     with torch.no_grad():
         model.decoder.output.weight.mul_(sharpen)  # peakier distributions than an untrained model's
     return model.eval()
@@ -167,7 +169,9 @@ def _rnn(attention: bool, tgt_vocab: int = 12, sharpen: float = 3.0) -> Seq2Seq:
 
 def _transformer(tgt_vocab: int = 12, sharpen: float = 3.0, norm_first: bool = False) -> Transformer:
     torch.manual_seed(0)
-    config = TransformerConfig(12, tgt_vocab, d_model=16, num_heads=4, num_layers=2, d_ff=32, dropout=0.1, norm_first=norm_first, max_len=64)
+    config = TransformerConfig(
+        12, tgt_vocab, d_model=16, num_heads=4, num_layers=2, d_ff=32, dropout=0.1, norm_first=norm_first, max_len=64
+    )
     model = Transformer(config).double()
     with torch.no_grad():
         model.tgt_embedding.weight.mul_(sharpen)  # tied to the output layer: peakier distributions
@@ -194,6 +198,8 @@ class _WithoutCache(torch.nn.Module):
 
     def step(self, tokens, state):
         return self.model.step(tokens, state)
+
+
 SOURCES = [[4, 5, 6, 7, 8, 9], [9, 4], [5, 6, 11], [7, 7, 8, 10, 11], [4]]
 
 
@@ -204,7 +210,9 @@ def test_the_rnn_state_selects_rows():
     picked = state.select(torch.tensor([2, 0, 2]))
     assert isinstance(picked, DecoderState) and picked.hidden.shape == (2, 3, 16)
     assert torch.equal(picked.hidden[:, 1], state.hidden[:, 0]) and torch.equal(picked.memory[0], state.memory[2])
-    assert torch.equal(picked.memory_mask[2], state.memory_mask[2]) and torch.equal(picked.projected_keys[1], state.projected_keys[0])
+    assert torch.equal(picked.memory_mask[2], state.memory_mask[2]) and torch.equal(
+        picked.projected_keys[1], state.projected_keys[0]
+    )
     logits, _ = model.step(torch.full((3,), BOS), picked)
     alone, _ = model.step(torch.full((3,), BOS), state)
     assert torch.allclose(logits, alone[[2, 0, 2]])
@@ -228,7 +236,9 @@ def _exhaustive(model, src: list[int], max_len: int, alpha: float, vocab_size: i
     words = [t for t in range(vocab_size) if t not in (PAD, BOS)]
     non_eos = [t for t in words if t != EOS]
     candidates = [list(p) + [EOS] for n in range(max_len) for p in itertools.product(non_eos, repeat=n)]
-    candidates += [list(p) + [t] for p in itertools.product(non_eos, repeat=max_len - 1) for t in non_eos]  # cut at max_len
+    candidates += [
+        list(p) + [t] for p in itertools.product(non_eos, repeat=max_len - 1) for t in non_eos
+    ]  # cut at max_len
     width = max(len(c) for c in candidates)
     tgt_in = torch.tensor([[BOS] + c[:-1] + [PAD] * (width - len(c)) for c in candidates])
     with torch.no_grad():
@@ -280,15 +290,19 @@ def test_uncached_decoding_gives_the_same_tokens(name):
     references = [Uncached(model)]
     if isinstance(model, Transformer):
         references.append(_WithoutCache(model))
-    for decode in (lambda m: greedy_decode(m, batch.src, batch.src_mask, max_len=12),
-                   lambda m: beam_search(m, batch.src, batch.src_mask, beam_size=4, max_len=12, n_best=4)):
+    for decode in (
+        lambda m: greedy_decode(m, batch.src, batch.src_mask, max_len=12),
+        lambda m: beam_search(m, batch.src, batch.src_mask, beam_size=4, max_len=12, n_best=4),
+    ):
         cached = decode(model)
         for reference in references:
             uncached = decode(reference)
             assert torch.equal(cached.tokens, uncached.tokens) and torch.equal(cached.lengths, uncached.lengths)
             if isinstance(cached, BeamDecoded):
                 assert torch.allclose(cached.scores, uncached.scores, rtol=1e-9)
-                assert [[h.tokens for h in row] for row in cached.nbest] == [[h.tokens for h in row] for row in uncached.nbest]
+                assert [[h.tokens for h in row] for row in cached.nbest] == [
+                    [h.tokens for h in row] for row in uncached.nbest
+                ]
 
 
 def test_float32_transformer_cached_and_uncached_beams_agree():
@@ -312,7 +326,9 @@ def test_translate_with_a_beam():
 
     corpus = load_corpus(n_pairs=200, seed=0, max_len=12)
     torch.manual_seed(0)
-    model = Seq2Seq(Seq2SeqConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), embed_size=8, hidden_size=16, attention=True)).eval()
+    model = Seq2Seq(
+        Seq2SeqConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), embed_size=8, hidden_size=16, attention=True)
+    ).eval()
     sources = [p.src_tokens for p in corpus.test[:12]]
     one_batch = translate(model, sources, corpus.src_vocab, corpus.tgt_vocab, beam_size=3, max_len=6)
     small = translate(model, sources, corpus.src_vocab, corpus.tgt_vocab, beam_size=3, max_len=6, batch_size=5)

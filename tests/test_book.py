@@ -20,7 +20,9 @@ def test_repository_is_configured_once():
     assert branch == "main"
     for path in [ROOT / "README.md", *ROOT.glob("book/*.md")]:
         assert "colab.research.google.com/github" not in path.read_text(), f"{path.name} hard-codes a Colab URL"
-    assert colab_url("notebooks/00_tensors.ipynb").endswith(f"{url.removeprefix('https://github.com/')}/blob/main/notebooks/00_tensors.ipynb")
+    assert colab_url("notebooks/00_tensors.ipynb").endswith(
+        f"{url.removeprefix('https://github.com/')}/blob/main/notebooks/00_tensors.ipynb"
+    )
 
 
 def test_readme_links_the_published_book_of_the_configured_repository():
@@ -34,7 +36,9 @@ def test_readme_links_the_published_book_of_the_configured_repository():
             f"README names {address}, but _config.yml's repository publishes at {published}"
         )
     for link in re.findall(r"https://github\.com/[^\s)\]]+", readme):
-        assert link == url or link.startswith(url + "/"), f"README links {link}, not the repository of _config.yml ({url})"
+        assert link == url or link.startswith(url + "/"), (
+            f"README links {link}, not the repository of _config.yml ({url})"
+        )
     for workflow in ("test", "book"):
         badge = f"{url}/actions/workflows/{workflow}.yml/badge.svg"
         assert badge in readme, f"the README shows the status of {workflow}.yml: {badge}"
@@ -57,7 +61,9 @@ def test_config_has_what_the_book_needs():
     assert config["execute"]["execute_notebooks"] == "off"
     assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
     assert "sphinx_exercise" in config["sphinx"]["extra_extensions"]
-    assert "attnbook.book" in config["sphinx"]["extra_extensions"], "exercises are numbered per chapter by attnbook.book"
+    assert "attnbook.book" in config["sphinx"]["extra_extensions"], (
+        "exercises are numbered per chapter by attnbook.book"
+    )
     assert config["html"]["use_repository_button"] and config["html"]["use_issues_button"]
     assert config["bibtex_bibfiles"] == ["book/references.bib"]
 
@@ -74,7 +80,17 @@ def test_strict_book_build_has_no_warnings_and_colab_links(tmp_path):
     jb = shutil.which("jupyter-book", path=str(Path(sys.executable).parent))
     assert jb, "jupyter-book is not installed in this environment"
     build = subprocess.run(
-        [jb, "build", str(ROOT), "--warningiserror", "--nitpick", "--keep-going", "--all", "--path-output", str(tmp_path)],
+        [
+            jb,
+            "build",
+            str(ROOT),
+            "--warningiserror",
+            "--nitpick",
+            "--keep-going",
+            "--all",
+            "--path-output",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
     )
@@ -87,7 +103,9 @@ def test_strict_book_build_has_no_warnings_and_colab_links(tmp_path):
         assert f'href="{colab_url(nb.name)}"' in page, f"{nb.stem}.html lacks its Colab link"
         assert "attnbook @ git+" not in page, f"{nb.stem}.html shows the setup cell"
         chapter = int(nb.stem.split("_")[0])
-        titles = re.findall(r'<p class="admonition-title">\s*<span class="caption-number">Exercise ([\d.]+) </span>', page)
+        titles = re.findall(
+            r'<p class="admonition-title">\s*<span class="caption-number">Exercise ([\d.]+) </span>', page
+        )
         expected = [f"{chapter}.{k}" for k in range(1, len(titles) + 1)]
         assert titles and titles == expected, f"{nb.stem}.html numbers its exercises {titles}, not {expected}"
 
@@ -108,8 +126,13 @@ def test_exercises_are_numbered_within_their_chapter():
         }
     )
     changed = number_exercises_by_chapter(None, env)
-    assert env.toc_fignumbers["notebooks/03_attention"] == {"exercise": {"b": (3, 1), "a": (3, 2)}, "figure": {"f": (3,)}}
+    assert env.toc_fignumbers["notebooks/03_attention"] == {
+        "exercise": {"b": (3, 1), "a": (3, 2)},
+        "figure": {"f": (3,)},
+    }
     assert env.toc_fignumbers["notebooks/04_self_attention"]["exercise"] == {"c": (4, 1), "d": (4, 2), "e": (4, 3)}
-    assert env.toc_fignumbers["book/glossary"]["exercise"] == {"g": (21,)}, "a page that is not a chapter keeps its number"
+    assert env.toc_fignumbers["book/glossary"]["exercise"] == {"g": (21,)}, (
+        "a page that is not a chapter keeps its number"
+    )
     assert sorted(changed) == ["notebooks/03_attention", "notebooks/04_self_attention"]
     assert number_exercises_by_chapter(None, env) == [], "numbering twice changes nothing"

@@ -23,7 +23,7 @@ def _unsupported_message(report) -> str:
     lines.append(
         "Print the figure in a cell above (or right below, if the sentence says 'below'), round it as printed, "
         "cite the paper it comes from in the same sentence, or declare a constant of the setup in the cell's "
-        "metadata: \"claims\": {\"0.98\": \"the reason\"} (python tests/claims.py lists them all)."
+        'metadata: "claims": {"0.98": "the reason"} (python tests/claims.py lists them all).'
     )
     return "\n".join(lines)
 
@@ -36,7 +36,8 @@ NOT_YET_CORRECTED: dict[str, str] = {}
 def _pending(paths):
     return [
         pytest.param(p, id=p.name, marks=pytest.mark.xfail(strict=True, reason=NOT_YET_CORRECTED[p.name]))
-        if p.name in NOT_YET_CORRECTED else pytest.param(p, id=p.name)
+        if p.name in NOT_YET_CORRECTED
+        else pytest.param(p, id=p.name)
         for p in paths
     ]
 
@@ -75,11 +76,24 @@ def _claim(text: str) -> Claim:
 
 def test_a_figure_matches_at_the_precision_the_prose_uses():
     printed = printed_numbers("valid loss 3.84; BLEU 41.5 (75.3% aligned); 63,082,496 parameters; 4.0 times; −0.125")
-    for prose in ("The loss is 3.84.", "The loss is 3.8.", "About 75% of them.", "It has 63.1 M parameters.",
-                  "It is 4.0 times faster.", "The mean is −0.125 here.", "BLEU 41.5 at best."):
+    for prose in (
+        "The loss is 3.84.",
+        "The loss is 3.8.",
+        "About 75% of them.",
+        "It has 63.1 M parameters.",
+        "It is 4.0 times faster.",
+        "The mean is −0.125 here.",
+        "BLEU 41.5 at best.",
+    ):
         assert supports(_claim(prose), printed), prose
-    for prose in ("The loss is 3.85.", "The loss is 3.840.", "About 76% of them.", "It has 65 M parameters.",
-                  "It is 4.2 times faster.", "Six of the 15.5 positions."):
+    for prose in (
+        "The loss is 3.85.",
+        "The loss is 3.840.",
+        "About 76% of them.",
+        "It has 65 M parameters.",
+        "It is 4.2 times faster.",
+        "Six of the 15.5 positions.",
+    ):
         assert not supports(_claim(prose), printed), prose
 
 
@@ -91,14 +105,18 @@ def test_ratios_in_words_and_percentages_of_fractions():
 
 
 def test_a_citation_exempts_its_own_sentence_only():
-    found, cited = claims_in("The ratio is 0.77 here (see above.) {cite:t}`x` prove 2.5 more. As {cite:t}`y` say, 1.5.", "t")
+    found, cited = claims_in(
+        "The ratio is 0.77 here (see above.) {cite:t}`x` prove 2.5 more. As {cite:t}`y` say, 1.5.", "t"
+    )
     assert [c.text for c in found] == ["0.77"] and [c.text for c in cited] == ["2.5", "1.5"]
     found, _ = claims_in("It is nearly three\ntimes larger.", "t")
     assert [c.text for c in found] == ["nearly three times"]
 
 
 def test_citations_code_math_and_names_are_not_claims():
-    found, cited = claims_in("The paper reports 27.3 BLEU {cite}`vaswani2017attention`. Chapter 8.2 and `lr=0.5`, $\\beta_2 = 0.98$.", "t")
+    found, cited = claims_in(
+        "The paper reports 27.3 BLEU {cite}`vaswani2017attention`. Chapter 8.2 and `lr=0.5`, $\\beta_2 = 0.98$.", "t"
+    )
     assert not found and [c.text for c in cited] == ["27.3"]
 
 
@@ -122,7 +140,11 @@ def test_the_notebook_check_finds_a_figure_no_cell_prints(tmp_path):
         ("markdown", "The loss reaches 3.84 and the model is 2.5 times faster.", None),
         ("markdown", "The table below shows a BLEU of 41.5.", None),
         ("code", "print(bleu)", "BLEU 41.5\n"),
-        ("markdown", "Adam's beta2 of 0.98 is the paper's, and a BLEU of 41.5.", {"claims": {"0.98": "the recipe's constant"}}),
+        (
+            "markdown",
+            "Adam's beta2 of 0.98 is the paper's, and a BLEU of 41.5.",
+            {"claims": {"0.98": "the recipe's constant"}},
+        ),
         ("markdown", "A typed table:\n\n```\nno warm-up 1.61\n```", None),
     )
     try:

@@ -198,7 +198,13 @@ def test_download_extract_and_cache(server, tmp_path):
     path = download_fra_eng(cache_dir=tmp_path, url=server.url + "/fra-eng.zip", sha1=FRA_ZIP_SHA1)
     assert path == tmp_path / "fra-eng" / "fra.txt"
     assert len(read_anki_pairs(path)) == 4
-    assert files_in(tmp_path) == ["fra-eng", "fra-eng.zip", "fra-eng/.source-sha1", "fra-eng/_about.txt", "fra-eng/fra.txt"]
+    assert files_in(tmp_path) == [
+        "fra-eng",
+        "fra-eng.zip",
+        "fra-eng/.source-sha1",
+        "fra-eng/_about.txt",
+        "fra-eng/fra.txt",
+    ]
     server.close()  # offline from now on: the cache answers
     assert download_fra_eng(cache_dir=tmp_path, url=server.url + "/fra-eng.zip", sha1=FRA_ZIP_SHA1) == path
     assert server.requests == ["/fra-eng.zip"]
@@ -262,7 +268,9 @@ def test_unsafe_or_broken_archives_are_refused(server, tmp_path):
     cache = tmp_path / "cache"
     server.routes["/notzip.zip"] = (200, {}, b"this is not a zip")
     with pytest.raises(ValueError, match="not a zip archive"):
-        download_fra_eng(cache_dir=cache, url=server.url + "/notzip.zip", sha1=hashlib.sha1(b"this is not a zip").hexdigest())
+        download_fra_eng(
+            cache_dir=cache, url=server.url + "/notzip.zip", sha1=hashlib.sha1(b"this is not a zip").hexdigest()
+        )
     assert files_in(cache) == []
     other = make_zip({"deu-eng/deu.txt": b"a\tb\n"})
     server.routes["/other.zip"] = (200, {}, other)

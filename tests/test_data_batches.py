@@ -56,7 +56,9 @@ def test_batches_cover_every_pair_once_with_consistent_tensors(corpus):
             n = int(batch.tgt_lengths[b]) - 1
             assert torch.equal(batch.tgt_in[b, 1 : n + 1], batch.tgt_out[b, :n])  # the shift by one
             assert batch.tgt_out[b, n] == 2
-            seen.append((tuple(corpus.src_vocab.decode(batch.src[b])), tuple(corpus.tgt_vocab.decode(batch.tgt_out[b]))))
+            seen.append(
+                (tuple(corpus.src_vocab.decode(batch.src[b])), tuple(corpus.tgt_vocab.decode(batch.tgt_out[b])))
+            )
     assert sorted(seen) == sorted((tuple(p.src_tokens), tuple(p.tgt_tokens)) for p in corpus.train)
     assert len(loader) == -(-len(corpus.train) // 32)
 
@@ -89,7 +91,9 @@ def test_bucketing_reduces_padding(corpus):
     ordered = make_batches(corpus.train, corpus.src_vocab, corpus.tgt_vocab, batch_size=16, shuffle=False, bucket=True)
     lengths = [length for b in ordered for length in b.src_lengths.tolist()]
     assert lengths == sorted(lengths)
-    in_order = make_batches(corpus.train, corpus.src_vocab, corpus.tgt_vocab, batch_size=16, shuffle=False, bucket=False)
+    in_order = make_batches(
+        corpus.train, corpus.src_vocab, corpus.tgt_vocab, batch_size=16, shuffle=False, bucket=False
+    )
     first = next(iter(in_order))
     assert corpus.src_vocab.decode(first.src[0]) == corpus.train[0].src_tokens
 

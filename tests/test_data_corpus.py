@@ -46,7 +46,20 @@ def pron(en):
     return lx.pronoun(en)
 
 
-def clause(subj, verb=None, tense="present", neg=None, obj=None, recip=None, place=None, pred=None, adjunct=None, time=None, freq=None, very=False):
+def clause(
+    subj,
+    verb=None,
+    tense="present",
+    neg=None,
+    obj=None,
+    recip=None,
+    place=None,
+    pred=None,
+    adjunct=None,
+    time=None,
+    freq=None,
+    very=False,
+):
     c = C.Clause(subj, lx.verb(verb) if verb else None, tense, neg)
     c.obj, c.recip, c.place, c.adjunct = obj, recip, place, adjunct
     if pred is not None:
@@ -59,7 +72,9 @@ def clause(subj, verb=None, tense="present", neg=None, obj=None, recip=None, pla
 
 
 def prep(en, np):
-    return C.PP(next(p for p in [*lx.PREPOSITIONS, *lx.COMPANION_PREPOSITIONS, lx.BENEFICIARY] if " ".join(p.en) == en), np)
+    return C.PP(
+        next(p for p in [*lx.PREPOSITIONS, *lx.COMPANION_PREPOSITIONS, lx.BENEFICIARY] if " ".join(p.en) == en), np
+    )
 
 
 def say(*parts):
@@ -76,62 +91,214 @@ def say(*parts):
 
 GOLDEN = [
     # agreement of article, adjective and predicate with a feminine plural subject; ne ... pas around the verb
-    (lambda: clause(np_("girl", True, pre="small"), None, neg="pas", pred="happy"), "The small girls are not happy.", "Les petites filles ne sont pas heureuses."),
+    (
+        lambda: clause(np_("girl", True, pre="small"), None, neg="pas", pred="happy"),
+        "The small girls are not happy.",
+        "Les petites filles ne sont pas heureuses.",
+    ),
     # possessive before a feminine noun starting with a vowel: mon école
-    (lambda: clause(np_("school", det="poss", word="my"), None, pred="big"), "My school is big.", "Mon école est grande."),
-    (lambda: clause(np_("school", det="poss", word="my", pre="beautiful"), None, pred="big"), "My beautiful school is big.", "Ma belle école est grande."),
+    (
+        lambda: clause(np_("school", det="poss", word="my"), None, pred="big"),
+        "My school is big.",
+        "Mon école est grande.",
+    ),
+    (
+        lambda: clause(np_("school", det="poss", word="my", pre="beautiful"), None, pred="big"),
+        "My beautiful school is big.",
+        "Ma belle école est grande.",
+    ),
     # vieil before a vowel; passé composé with avoir; English "an"
-    (lambda: clause(np_("man", pre="old"), "manger", "past", obj=np_("apple", det="indef")), "The old man ate an apple.", "Le vieil homme a mangé une pomme."),
+    (
+        lambda: clause(np_("man", pre="old"), "manger", "past", obj=np_("apple", det="indef")),
+        "The old man ate an apple.",
+        "Le vieil homme a mangé une pomme.",
+    ),
     (lambda: clause(np_("man", det="indef", pre="old"), "dormir"), "An old man sleeps.", "Un vieil homme dort."),
-    (lambda: clause(np_("man", pre="beautiful"), "visiter", obj=np_("hotel", pre="new")), "The beautiful man visits the new hotel.", "Le bel homme visite le nouvel hôtel."),
-    (lambda: clause(np_("tree", True, pre="old"), None, pred="green"), "The old trees are green.", "Les vieux arbres sont verts."),
+    (
+        lambda: clause(np_("man", pre="beautiful"), "visiter", obj=np_("hotel", pre="new")),
+        "The beautiful man visits the new hotel.",
+        "Le bel homme visite le nouvel hôtel.",
+    ),
+    (
+        lambda: clause(np_("tree", True, pre="old"), None, pred="green"),
+        "The old trees are green.",
+        "Les vieux arbres sont verts.",
+    ),
     # negation turns un/une/des into de (d' before a vowel); definite articles stay
-    (lambda: clause(pron("i"), "avoir", neg="pas", obj=np_("car", det="indef")), "I do not have a car.", "Je n'ai pas de voiture."),
-    (lambda: clause(pron("she"), "avoir", neg="pas", obj=np_("orange", det="indef")), "She does not have an orange.", "Elle n'a pas d'orange."),
-    (lambda: clause(pron("i"), "voir", neg="pas", obj=np_("cat", True, det="indef", pre="old")), "I do not see old cats.", "Je ne vois pas de vieux chats."),
-    (lambda: clause(pron("he"), "boire", neg="pas", obj=np_("water")), "He does not drink the water.", "Il ne boit pas l'eau."),
+    (
+        lambda: clause(pron("i"), "avoir", neg="pas", obj=np_("car", det="indef")),
+        "I do not have a car.",
+        "Je n'ai pas de voiture.",
+    ),
+    (
+        lambda: clause(pron("she"), "avoir", neg="pas", obj=np_("orange", det="indef")),
+        "She does not have an orange.",
+        "Elle n'a pas d'orange.",
+    ),
+    (
+        lambda: clause(pron("i"), "voir", neg="pas", obj=np_("cat", True, det="indef", pre="old")),
+        "I do not see old cats.",
+        "Je ne vois pas de vieux chats.",
+    ),
+    (
+        lambda: clause(pron("he"), "boire", neg="pas", obj=np_("water")),
+        "He does not drink the water.",
+        "Il ne boit pas l'eau.",
+    ),
     # des becomes de before a plural adjective
-    (lambda: clause(pron("we"), "manger", "future", obj=np_("apple", True, det="indef", pre="big")), "We are going to eat big apples.", "Nous allons manger de grandes pommes."),
+    (
+        lambda: clause(pron("we"), "manger", "future", obj=np_("apple", True, det="indef", pre="big")),
+        "We are going to eat big apples.",
+        "Nous allons manger de grandes pommes.",
+    ),
     # être verbs: the participle agrees with the subject; au, aux, du contractions
-    (lambda: clause(pron("she"), "aller", "past", place=np_("park")), "She went to the park.", "Elle est allée au parc."),
-    (lambda: clause(pron("he"), "donner", obj=np_("book"), recip=np_("child", True)), "He gives the book to the children.", "Il donne le livre aux enfants."),
-    (lambda: clause(np_("friend", det="poss", word="my"), "revenir", "future", neg="pas", place=np_("school")), "My friend is not going to come back from the school.", "Mon ami ne va pas revenir de l'école."),
-    (lambda: clause(pron("she"), "sortir", "past", neg="jamais", place=np_("house")), "She never went out of the house.", "Elle n'est jamais sortie de la maison."),
+    (
+        lambda: clause(pron("she"), "aller", "past", place=np_("park")),
+        "She went to the park.",
+        "Elle est allée au parc.",
+    ),
+    (
+        lambda: clause(pron("he"), "donner", obj=np_("book"), recip=np_("child", True)),
+        "He gives the book to the children.",
+        "Il donne le livre aux enfants.",
+    ),
+    (
+        lambda: clause(np_("friend", det="poss", word="my"), "revenir", "future", neg="pas", place=np_("school")),
+        "My friend is not going to come back from the school.",
+        "Mon ami ne va pas revenir de l'école.",
+    ),
+    (
+        lambda: clause(pron("she"), "sortir", "past", neg="jamais", place=np_("house")),
+        "She never went out of the house.",
+        "Elle n'est jamais sortie de la maison.",
+    ),
     (lambda: clause(pron("she"), "entrer", place=np_("house")), "She enters the house.", "Elle entre dans la maison."),
     # relative clauses: qui never elides; que does; the participle agrees with a preceding direct object
-    (lambda: clause(np_("girl", True, rel=("obj", clause(pron("i"), "voir", "past"))), "partir", "past"), "The girls that I saw left.", "Les filles que j'ai vues sont parties."),
-    (lambda: clause(np_("letter", True, rel=("obj", clause(pron("he"), "écrire", "past"))), None, pred="long"), "The letters that he wrote are long.", "Les lettres qu'il a écrites sont longues."),
-    (lambda: clause(np_("apple", rel=("obj", clause(np_("child", True), "manger", "past", neg="pas"))), None, pred="red"), "The apple that the children did not eat is red.", "La pomme que les enfants n'ont pas mangée est rouge."),
-    (lambda: clause(np_("cat", rel=("subj", clause(None, "dormir"))), None, pred="black"), "The cat that sleeps is black.", "Le chat qui dort est noir."),
-    (lambda: clause(np_("girl", rel=("subj", clause(None, None, pred="happy"))), "chanter"), "The girl who is happy sings.", "La fille qui est heureuse chante."),
+    (
+        lambda: clause(np_("girl", True, rel=("obj", clause(pron("i"), "voir", "past"))), "partir", "past"),
+        "The girls that I saw left.",
+        "Les filles que j'ai vues sont parties.",
+    ),
+    (
+        lambda: clause(np_("letter", True, rel=("obj", clause(pron("he"), "écrire", "past"))), None, pred="long"),
+        "The letters that he wrote are long.",
+        "Les lettres qu'il a écrites sont longues.",
+    ),
+    (
+        lambda: clause(
+            np_("apple", rel=("obj", clause(np_("child", True), "manger", "past", neg="pas"))), None, pred="red"
+        ),
+        "The apple that the children did not eat is red.",
+        "La pomme que les enfants n'ont pas mangée est rouge.",
+    ),
+    (
+        lambda: clause(np_("cat", rel=("subj", clause(None, "dormir"))), None, pred="black"),
+        "The cat that sleeps is black.",
+        "Le chat qui dort est noir.",
+    ),
+    (
+        lambda: clause(np_("girl", rel=("subj", clause(None, None, pred="happy"))), "chanter"),
+        "The girl who is happy sings.",
+        "La fille qui est heureuse chante.",
+    ),
     # possessor: reordered, with du
     (lambda: clause(np_("dog", possessor=np_("boy")), "dormir"), "The boy's dog sleeps.", "Le chien du garçon dort."),
-    (lambda: clause(np_("hat", possessor=np_("woman", pre="old")), None, pred="red"), "The old woman's hat is red.", "Le chapeau de la vieille femme est rouge."),
+    (
+        lambda: clause(np_("hat", possessor=np_("woman", pre="old")), None, pred="red"),
+        "The old woman's hat is red.",
+        "Le chapeau de la vieille femme est rouge.",
+    ),
     # cet, h aspiré
     (lambda: clause(np_("tree", det="dem"), None, pred="beautiful"), "This tree is beautiful.", "Cet arbre est beau."),
     (lambda: clause(np_("owl"), "dormir"), "The owl sleeps.", "Le hibou dort."),
     # coordinated subjects: plural, masculine unless all feminine; his/her agree with the thing possessed
-    (lambda: clause(C.Coord([np_("cat"), np_("dog")]), None, pred="happy"), "The cat and the dog are happy.", "Le chat et le chien sont heureux."),
-    (lambda: clause(C.Coord([np_("mother"), np_("girl")]), None, pred="happy"), "The mother and the girl are happy.", "La mère et la fille sont heureuses."),
-    (lambda: clause(C.Coord([np_("father", det="poss", word="her"), np_("mother", det="poss", word="his")]), None, pred="tired"), "Her father and his mother are tired.", "Son père et sa mère sont fatigués."),
+    (
+        lambda: clause(C.Coord([np_("cat"), np_("dog")]), None, pred="happy"),
+        "The cat and the dog are happy.",
+        "Le chat et le chien sont heureux.",
+    ),
+    (
+        lambda: clause(C.Coord([np_("mother"), np_("girl")]), None, pred="happy"),
+        "The mother and the girl are happy.",
+        "La mère et la fille sont heureuses.",
+    ),
+    (
+        lambda: clause(
+            C.Coord([np_("father", det="poss", word="her"), np_("mother", det="poss", word="his")]), None, pred="tired"
+        ),
+        "Her father and his mother are tired.",
+        "Son père et sa mère sont fatigués.",
+    ),
     # adverbs: often after the conjugated verb in French; time adverbs; copula tenses
-    (lambda: clause(pron("he"), "manger", freq="often", obj=np_("apple", True, det="indef")), "He often eats apples.", "Il mange souvent des pommes."),
-    (lambda: clause(pron("we"), "boire", "past", obj=np_("water"), time="yesterday"), "We drank the water yesterday.", "Nous avons bu l'eau hier."),
-    (lambda: clause(pron("they"), None, "future", pred="tired", time="tomorrow"), "They are going to be tired tomorrow.", "Ils vont être fatigués demain."),
+    (
+        lambda: clause(pron("he"), "manger", freq="often", obj=np_("apple", True, det="indef")),
+        "He often eats apples.",
+        "Il mange souvent des pommes.",
+    ),
+    (
+        lambda: clause(pron("we"), "boire", "past", obj=np_("water"), time="yesterday"),
+        "We drank the water yesterday.",
+        "Nous avons bu l'eau hier.",
+    ),
+    (
+        lambda: clause(pron("they"), None, "future", pred="tired", time="tomorrow"),
+        "They are going to be tired tomorrow.",
+        "Ils vont être fatigués demain.",
+    ),
     (lambda: clause(pron("you"), None, "past", pred="happy"), "You were happy.", "Tu as été heureux."),
-    (lambda: clause(pron("she"), None, "past", neg="pas", pred="tired", very=True), "She was not very tired.", "Elle n'a pas été très fatiguée."),
+    (
+        lambda: clause(pron("she"), None, "past", neg="pas", pred="tired", very=True),
+        "She was not very tired.",
+        "Elle n'a pas été très fatiguée.",
+    ),
     # particles, prepositions, numbers, "very"
-    (lambda: clause(np_("woman"), "chercher", obj=np_("key")), "The woman looks for the key.", "La femme cherche la clé."),
-    (lambda: clause(np_("child", True), "écouter", "past", neg="pas", obj=np_("teacher")), "The children did not listen to the teacher.", "Les enfants n'ont pas écouté le professeur."),
-    (lambda: clause(np_("cat"), None, pred=prep("under", np_("table"))), "The cat is under the table.", "Le chat est sous la table."),
-    (lambda: clause(np_("book", pp=prep("on", np_("table"))), None, pred="new"), "The book on the table is new.", "Le livre sur la table est nouveau."),
-    (lambda: clause(np_("cat", True, det="num", word="two"), "dormir", adjunct=prep("near", np_("park"))), "Two cats sleep near the park.", "Deux chats dorment près du parc."),
-    (lambda: clause(np_("dog", pre="big", very=True), "aboyer"), "The very big dog barks.", "Le très grand chien aboie."),
-    (lambda: clause(np_("ball", post="red", very=True), None, pred="small"), "The very red ball is small.", "Le ballon très rouge est petit."),
+    (
+        lambda: clause(np_("woman"), "chercher", obj=np_("key")),
+        "The woman looks for the key.",
+        "La femme cherche la clé.",
+    ),
+    (
+        lambda: clause(np_("child", True), "écouter", "past", neg="pas", obj=np_("teacher")),
+        "The children did not listen to the teacher.",
+        "Les enfants n'ont pas écouté le professeur.",
+    ),
+    (
+        lambda: clause(np_("cat"), None, pred=prep("under", np_("table"))),
+        "The cat is under the table.",
+        "Le chat est sous la table.",
+    ),
+    (
+        lambda: clause(np_("book", pp=prep("on", np_("table"))), None, pred="new"),
+        "The book on the table is new.",
+        "Le livre sur la table est nouveau.",
+    ),
+    (
+        lambda: clause(np_("cat", True, det="num", word="two"), "dormir", adjunct=prep("near", np_("park"))),
+        "Two cats sleep near the park.",
+        "Deux chats dorment près du parc.",
+    ),
+    (
+        lambda: clause(np_("dog", pre="big", very=True), "aboyer"),
+        "The very big dog barks.",
+        "Le très grand chien aboie.",
+    ),
+    (
+        lambda: clause(np_("ball", post="red", very=True), None, pred="small"),
+        "The very red ball is small.",
+        "Le ballon très rouge est petit.",
+    ),
     (lambda: clause(pron("i"), "aimer", obj=np_("egg", True)), "I like the eggs.", "J'aime les œufs."),
     # coordination of clauses, with the comma of "but" and the elision of "parce que"
-    (lambda: (clause(pron("i"), "dormir"), "but", clause(pron("you"), "chanter")), "I sleep, but you sing.", "Je dors, mais tu chantes."),
-    (lambda: (clause(pron("he"), None, pred="sad"), "because", clause(pron("she"), "partir", "past")), "He is sad because she left.", "Il est triste parce qu'elle est partie."),
+    (
+        lambda: (clause(pron("i"), "dormir"), "but", clause(pron("you"), "chanter")),
+        "I sleep, but you sing.",
+        "Je dors, mais tu chantes.",
+    ),
+    (
+        lambda: (clause(pron("he"), None, pred="sad"), "because", clause(pron("she"), "partir", "past")),
+        "He is sad because she left.",
+        "Il est triste parce qu'elle est partie.",
+    ),
 ]
 
 
@@ -143,7 +310,9 @@ def test_golden_translations(build, english, french):
 
 
 def test_alignment_of_a_reordered_sentence():
-    s = C.Sentence(clause(np_("dog", possessor=np_("boy")), "manger", neg="pas", obj=np_("apple", pre="big", det="indef")))
+    s = C.Sentence(
+        clause(np_("dog", possessor=np_("boy")), "manger", neg="pas", obj=np_("apple", pre="big", det="indef"))
+    )
     en, fr, links = C.realize(s)
     assert en == ["the", "boy", "'s", "dog", "does", "not", "eat", "a", "big", "apple", "."]
     assert fr == ["le", "chien", "du", "garçon", "ne", "mange", "pas", "de", "grande", "pomme", "."]
@@ -169,7 +338,22 @@ for _a in lx.ADJECTIVES:
 DETERMINERS = {
     ("m", False): {"le", "l'", "un", "mon", "ton", "son", "notre", "leur", "ce", "cet", "du", "au", "de", "d'"},
     ("f", False): {"la", "l'", "une", "ma", "ta", "sa", "mon", "ton", "son", "notre", "leur", "cette", "de", "d'"},
-    ("m", True): {"les", "des", "de", "d'", "mes", "tes", "ses", "nos", "leurs", "ces", "aux", "deux", "trois", "quatre"},
+    ("m", True): {
+        "les",
+        "des",
+        "de",
+        "d'",
+        "mes",
+        "tes",
+        "ses",
+        "nos",
+        "leurs",
+        "ces",
+        "aux",
+        "deux",
+        "trois",
+        "quatre",
+    },
 }
 DETERMINERS[("f", True)] = DETERMINERS[("m", True)]
 FINITE = set(lx.ETRE) | set(lx.AVOIR) | set(lx.ALLER) | {f for v in lx.VERBS for f in v.fr_present}
@@ -192,7 +376,7 @@ def french_problems(pair: Pair) -> list[str]:
         # ne ... pas around the conjugated verb
         if word in ("ne", "n'"):
             if nxt not in FINITE or k + 2 >= len(fr) or fr[k + 2] not in ("pas", "jamais"):
-                problems.append(f"ne ... pas misplaced: {' '.join(fr[k:k + 3])}")
+                problems.append(f"ne ... pas misplaced: {' '.join(fr[k : k + 3])}")
         # nouns: the determiner and the adjectives agree
         sources = [en[j] for j in links[k]]
         found = [NOUN_FORMS[(word, e)] for e in sources if (word, e) in NOUN_FORMS]
@@ -210,7 +394,9 @@ def french_problems(pair: Pair) -> list[str]:
                             problems.append(f"adjective {fr[i]} does not agree with {word}")
                 i -= 1
             if i < 0 or fr[i] not in DETERMINERS[(g, plural)]:
-                problems.append(f"determiner {fr[i] if i >= 0 else None!r} does not agree with {word} ({g}, {'pl' if plural else 'sg'})")
+                problems.append(
+                    f"determiner {fr[i] if i >= 0 else None!r} does not agree with {word} ({g}, {'pl' if plural else 'sg'})"
+                )
             i = k + 1
             if i < len(fr) and fr[i] == "très":
                 i += 1
@@ -233,18 +419,31 @@ def french_problems(pair: Pair) -> list[str]:
                 for j in links[before]:
                     if (fr[before], en[j]) in NOUN_FORMS:
                         start = before - 1
-                        while start >= 0 and (fr[start] == "très" or any((fr[start], en[jj]) in ADJ_FORMS for jj in links[start])):
+                        while start >= 0 and (
+                            fr[start] == "très" or any((fr[start], en[jj]) in ADJ_FORMS for jj in links[start])
+                        ):
                             start -= 1
                         if start >= 0 and fr[start] in {d for ds in DETERMINERS.values() for d in ds}:
                             if start == 0 or fr[start - 1] in (",", "mais", "que", "qu'"):
                                 gender = NOUN_FORMS[(fr[before], en[j])][0].gender
             i = k + 1
-            while i < len(fr) and fr[i] in ("pas", "jamais", "souvent", "toujours", "parfois", "rarement", "très", "été"):
+            while i < len(fr) and fr[i] in (
+                "pas",
+                "jamais",
+                "souvent",
+                "toujours",
+                "parfois",
+                "rarement",
+                "très",
+                "été",
+            ):
                 i += 1
             if i < len(fr):
                 stem = fr[i].removesuffix("s").removesuffix("e")
                 if stem in ETRE_PARTICIPLES and word in lx.ETRE:
-                    if fr[i].endswith("s") != plural_verb or (gender is not None and fr[i].removesuffix("s").endswith("e") != (gender == "f")):
+                    if fr[i].endswith("s") != plural_verb or (
+                        gender is not None and fr[i].removesuffix("s").endswith("e") != (gender == "f")
+                    ):
                         problems.append(f"participle {fr[i]} does not agree with {fr[before]} {word}")
                 for j in links[i]:
                     forms = ADJ_FORMS.get((fr[i], en[j]))
@@ -266,7 +465,11 @@ def sample() -> list[Pair]:
 
 
 def test_the_french_checker_catches_planted_errors():
-    good = Pair("The small girls are not happy.", "Les petites filles ne sont pas heureuses.", ((0,), (1,), (2,), (4,), (3,), (4,), (5,), (6,)))
+    good = Pair(
+        "The small girls are not happy.",
+        "Les petites filles ne sont pas heureuses.",
+        ((0,), (1,), (2,), (4,), (3,), (4,), (5,), (6,)),
+    )
     assert french_problems(good) == []
     for wrong in [
         "Le petites filles ne sont pas heureuses.",
@@ -298,7 +501,10 @@ def test_the_sample_uses_every_construction(sample):
         assert en[word] > 0, word
     participles = {w for p in sample for w in p.tgt_tokens if w.removesuffix("s").removesuffix("e") in ETRE_PARTICIPLES}
     assert {"allée", "allés", "allées", "partie"} <= participles, participles
-    agreed = sum(("que" in p.tgt_tokens or "qu'" in p.tgt_tokens) and any(w.endswith(("ée", "ées", "és")) for w in p.tgt_tokens) for p in sample)
+    agreed = sum(
+        ("que" in p.tgt_tokens or "qu'" in p.tgt_tokens) and any(w.endswith(("ée", "ées", "és")) for w in p.tgt_tokens)
+        for p in sample
+    )
     assert agreed > 20
 
 
@@ -320,7 +526,9 @@ def test_tokens_and_alignment_are_consistent(sample):
 
 
 # French words that are a noun and also a verb or adjective form (marché, porte, lit, rose, ...)
-AMBIGUOUS = {f for v in lx.VERBS for p in (v.fr_participle,) for f in (*v.fr_present, v.fr_inf, p, p + "e", p + "s", p + "es")}
+AMBIGUOUS = {
+    f for v in lx.VERBS for p in (v.fr_participle,) for f in (*v.fr_present, v.fr_inf, p, p + "e", p + "s", p + "es")
+}
 AMBIGUOUS |= {f for a in lx.ADJECTIVES for f in a.forms} | set(lx.ETRE) | set(lx.AVOIR) | set(lx.ALLER)
 
 
@@ -334,7 +542,9 @@ def test_nouns_translate_to_their_lexicon_entry(sample):
             if pairs & noun_en:
                 checked += 1
             elif f in french_nouns and f not in AMBIGUOUS:
-                pytest.fail(f"{f} in {p.tgt!r} is not aligned with its English noun: {[p.src_tokens[j] for j in links]}")
+                pytest.fail(
+                    f"{f} in {p.tgt!r} is not aligned with its English noun: {[p.src_tokens[j] for j in links]}"
+                )
     assert checked > 1000
 
 
@@ -385,7 +595,9 @@ def test_pairs_do_not_depend_on_hash_randomization_or_the_machine():
     digests = set()
     for hashseed in ("1", "12345"):
         env = {"PYTHONHASHSEED": hashseed, "PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-        out = subprocess.run([sys.executable, "-c", FINGERPRINT_CODE], capture_output=True, text=True, env=env, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", FINGERPRINT_CODE], capture_output=True, text=True, env=env, check=True
+        )
         digests.add(out.stdout.strip())
     here = hashlib.sha256("\n".join(p.src + "\t" + p.tgt for p in generate_pairs(200, seed=0)).encode()).hexdigest()
     assert digests == {here} == {SEED0_FINGERPRINT}

@@ -14,8 +14,16 @@ from attnbook.data import BOS, EOS, PAD, SPECIALS, UNK, Vocab, detokenize, langu
 @pytest.mark.parametrize(
     "text, lang, tokens",
     [
-        ("L'homme qu'elle a vu n'est pas là.", "fr", ["l'", "homme", "qu'", "elle", "a", "vu", "n'", "est", "pas", "là", "."]),
-        ("J’ai vu l’école d’été !", "fr", ["j'", "ai", "vu", "l'", "école", "d'", "été", "!"]),  # typographic apostrophes
+        (
+            "L'homme qu'elle a vu n'est pas là.",
+            "fr",
+            ["l'", "homme", "qu'", "elle", "a", "vu", "n'", "est", "pas", "là", "."],
+        ),
+        (
+            "J’ai vu l’école d’été !",
+            "fr",
+            ["j'", "ai", "vu", "l'", "école", "d'", "été", "!"],
+        ),  # typographic apostrophes
         ("Aujourd'hui, c'est jusqu'à demain.", "fr", ["aujourd'hui", ",", "c'", "est", "jusqu'", "à", "demain", "."]),
         ("Est-ce qu'il vient\u202f?", "fr", ["est-ce", "qu'", "il", "vient", "?"]),  # narrow no-break space
         ("Quelqu'un a dit « oui ».", "fr", ["quelqu'un", "a", "dit", "«", "oui", "»", "."]),
@@ -59,7 +67,24 @@ def test_detokenize(tokens, lang, text):
 def test_detokenize_inverts_tokenize_on_random_texts():
     rng = random.Random(0)
     pools = {
-        "fr": ["L'homme", "qu'il", "J'ai", "école", "Il", "elle", ",", ".", "?", "!", "aujourd'hui", "Est-ce", "«", "»", "3,5", "d'été"],
+        "fr": [
+            "L'homme",
+            "qu'il",
+            "J'ai",
+            "école",
+            "Il",
+            "elle",
+            ",",
+            ".",
+            "?",
+            "!",
+            "aujourd'hui",
+            "Est-ce",
+            "«",
+            "»",
+            "3,5",
+            "d'été",
+        ],
         "en": ["I", "you", "don't", "Tom's", "apple", ",", ".", "!", "(", ")", "it's", "3.5", "can't"],
         "zh": ["我们", "走吧", "。", "，", "Tom", "好的", "!"],
     }
@@ -123,7 +148,9 @@ def test_min_freq_and_max_size():
 def test_out_of_range_ids_are_named():
     vocab = Vocab.build(SENTENCES)
     n = len(vocab)
-    with pytest.raises(IndexError, match=rf"token id {n} is out of range for this vocabulary of {n} tokens \(valid ids: 0 to {n - 1}\)"):
+    with pytest.raises(
+        IndexError, match=rf"token id {n} is out of range for this vocabulary of {n} tokens \(valid ids: 0 to {n - 1}\)"
+    ):
         vocab.token(n)
     with pytest.raises(IndexError, match="token id -1 is out of range"):
         vocab.token(-1)
@@ -170,7 +197,9 @@ def test_load_names_what_is_wrong(tmp_path):
     bad.write_text(json.dumps({"tokens": ["a"]}))
     with pytest.raises(ValueError, match="saved by Vocab.save"):
         Vocab.load(bad)
-    bad.write_text(json.dumps({"format": "attnbook.Vocab", "version": 1, "tokens": ["<unk>", "<pad>", "<bos>", "<eos>", "a"]}))
+    bad.write_text(
+        json.dumps({"format": "attnbook.Vocab", "version": 1, "tokens": ["<unk>", "<pad>", "<bos>", "<eos>", "a"]})
+    )
     with pytest.raises(ValueError, match="must start with <pad>"):
         Vocab.load(bad)
     bad.write_text(json.dumps({"format": "attnbook.Vocab", "version": 1, "tokens": [*SPECIALS, "a", "a"]}))

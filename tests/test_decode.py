@@ -112,7 +112,9 @@ def _corpus_model(attention=True):
 
     corpus = load_corpus(n_pairs=200, seed=0, max_len=12)
     torch.manual_seed(0)
-    config = Seq2SeqConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), embed_size=8, hidden_size=16, attention=attention)
+    config = Seq2SeqConfig(
+        len(corpus.src_vocab), len(corpus.tgt_vocab), embed_size=8, hidden_size=16, attention=attention
+    )
     return corpus, Seq2Seq(config).eval()
 
 

@@ -84,9 +84,9 @@ def _assert_texts_inside_and_apart(figure, name):
             if not text.get_text().strip():
                 continue
             box = text.get_window_extent(renderer)
-            assert card.x0 - 1 <= box.x0 and box.x1 <= card.x1 + 1 and card.y0 - 1 <= box.y0 and box.y1 <= card.y1 + 1, (
-                f"{name}: the label {text.get_text()!r} runs off the card"
-            )
+            assert (
+                card.x0 - 1 <= box.x0 and box.x1 <= card.x1 + 1 and card.y0 - 1 <= box.y0 and box.y1 <= card.y1 + 1
+            ), f"{name}: the label {text.get_text()!r} runs off the card"
             boxes.append((text.get_text(), box.padded(-1)))
     for i, (a, box_a) in enumerate(boxes):
         for b, box_b in boxes[i + 1 :]:

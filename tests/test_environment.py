@@ -27,7 +27,9 @@ def test_torch_pinned_to_the_tested_release():
     import torch
 
     pins = dict(
-        line.split("==") for line in (ROOT / "requirements.txt").read_text().splitlines() if "==" in line and not line.startswith("#")
+        line.split("==")
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
     )
     assert torch.__version__.split("+")[0] == pins["torch"]
 

@@ -36,7 +36,9 @@ def test_checker_rejects_and_names_each_planted_mistake(name):
     for mistake in checker.mistakes:
         result = checker(mistake.fn)
         assert not result.passed, f"{name} accepted the mistake '{mistake.name}'"
-        assert result.mistake == mistake.name, f"{name}: '{mistake.name}' was reported as {result.mistake!r}:\n{result.message}"
+        assert result.mistake == mistake.name, (
+            f"{name}: '{mistake.name}' was reported as {result.mistake!r}:\n{result.message}"
+        )
         assert mistake.explanation in result.message
 
 
@@ -76,8 +78,13 @@ def test_checker_reports_exceptions_and_not_implemented_without_raising():
         result = checker(unattempted)
         assert not result and result.message.startswith(f"○ double_demo: {NOT_ATTEMPTED}"), result.message
     two_cases = Checker(
-        "double", reference=_double, mistakes=[],
-        cases=[Case("two entries", (torch.tensor([1.0, 2.0]),)), Case("three entries", (torch.tensor([1.0, 2.0, 3.0]),))],
+        "double",
+        reference=_double,
+        mistakes=[],
+        cases=[
+            Case("two entries", (torch.tensor([1.0, 2.0]),)),
+            Case("three entries", (torch.tensor([1.0, 2.0, 3.0]),)),
+        ],
     )
     result = two_cases(forgets_return_later)
     assert not result and "returned None" in result.message and NOT_ATTEMPTED not in result.message
@@ -131,6 +138,7 @@ def test_messages_show_a_few_significant_digits_not_float32_last_bits():
     assert format_number(float("nan")) == "nan" and format_number(3) == "3" and format_number("a") == "'a'"
     assert "expected 0.09003, got nan" in compare(torch.tensor([0.09003057330846786]), torch.tensor([float("nan")]))
     import numpy
+
     assert "expected 0.5, got 0.25" in compare(numpy.array([0.5]), numpy.array([0.25]))
 
 
@@ -146,7 +154,9 @@ def test_checker_rejects_the_packaged_answer_with_a_clear_message(name):
     for dotted, answer in checker.forbidden.items():
         assert answer is not None, f"{name}: plant a function that answers with {dotted}"
         for case in checker.cases:  # unblocked, the planted call answers every case: it is the packaged answer
-            problem = compare(checker._run(checker.reference, case), checker._run(answer, case), checker.atol, checker.rtol)
+            problem = compare(
+                checker._run(checker.reference, case), checker._run(answer, case), checker.atol, checker.rtol
+            )
             assert problem is None, f"{name}: the planted call of {dotted} is not an answer ({case.name}: {problem})"
         result = checker(answer)
         assert not result and result.mistake == LIBRARY_MISTAKE, result.message
@@ -184,8 +194,11 @@ def test_a_forbidden_call_is_reported_even_when_the_learner_catches_it():
         return x / 2
 
     checker = Checker(
-        "forbid_demo", reference=lambda x: x.exp() / 2, cases=[Case("a tensor", (torch.tensor([1.0, 2.0]),))],
-        mistakes=[], forbidden={"torch.exp": lambda x: torch.exp(x) / 2},
+        "forbid_demo",
+        reference=lambda x: x.exp() / 2,
+        cases=[Case("a tensor", (torch.tensor([1.0, 2.0]),))],
+        mistakes=[],
+        forbidden={"torch.exp": lambda x: torch.exp(x) / 2},
     )
 
     def sneaky(x):

@@ -30,7 +30,11 @@ def test_importing_the_checkers_leaves_the_global_random_stream_alone():
 def test_encoder_and_pre_ln_decoder_layers_are_the_librarys(norm_first):
     torch.manual_seed(3)
     d, h, d_ff = 8, 2, 16
-    x, memory, lengths = torch.randn(2, 5, d, dtype=torch.float64), torch.randn(2, 6, d, dtype=torch.float64), torch.tensor([6, 3])
+    x, memory, lengths = (
+        torch.randn(2, 5, d, dtype=torch.float64),
+        torch.randn(2, 6, d, dtype=torch.float64),
+        torch.tensor([6, 3]),
+    )
     with torch.no_grad():
         if not norm_first:
             layer = EncoderLayer(d, h, d_ff).double().eval()
@@ -89,7 +93,9 @@ def test_beam_step_keeps_a_frozen_hypothesis_unchanged():
     log_p = torch.tensor([[-1.0, -3.0]], dtype=torch.float64)
     lengths, finished = torch.tensor([[4, 6]]), torch.tensor([[True, False]])
     next_log_probs = torch.log_softmax(torch.randn(1, 2, 5, dtype=torch.float64), -1)
-    new_lp, new_len, new_fin, origin, token = ch08.check_beam_step.reference(log_p, lengths, finished, next_log_probs, 0.6)
+    new_lp, new_len, new_fin, origin, token = ch08.check_beam_step.reference(
+        log_p, lengths, finished, next_log_probs, 0.6
+    )
     frozen = origin[0] == 0
     assert frozen.sum() == 1  # a frozen hypothesis has exactly one candidate
     assert new_lp[0][frozen].item() == -1.0 and new_len[0][frozen].item() == 4 and bool(new_fin[0][frozen])

@@ -158,14 +158,40 @@ class Kernel:
 
         self.session = uuid.uuid4().hex
         url = f"ws://127.0.0.1:{server.port}/api/kernels/{kernel_id}/channels?session_id={self.session}"
-        self.ws = websocket.create_connection(url, header=[f"Authorization: token {server.token}"], timeout=CELL_SECONDS)
+        self.ws = websocket.create_connection(
+            url, header=[f"Authorization: token {server.token}"], timeout=CELL_SECONDS
+        )
 
     def execute(self, code: str) -> tuple[str, list[dict]]:
         """Run ``code``; return the reply status and the iopub messages it produced, once the kernel is idle."""
         msg_id = uuid.uuid4().hex
-        header = {"msg_id": msg_id, "msg_type": "execute_request", "session": self.session, "username": "test", "version": "5.3"}
-        content = {"code": code, "silent": False, "store_history": True, "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}
-        self.ws.send(json.dumps({"header": header, "parent_header": {}, "metadata": {}, "content": content, "channel": "shell", "buffers": []}))
+        header = {
+            "msg_id": msg_id,
+            "msg_type": "execute_request",
+            "session": self.session,
+            "username": "test",
+            "version": "5.3",
+        }
+        content = {
+            "code": code,
+            "silent": False,
+            "store_history": True,
+            "user_expressions": {},
+            "allow_stdin": False,
+            "stop_on_error": True,
+        }
+        self.ws.send(
+            json.dumps(
+                {
+                    "header": header,
+                    "parent_header": {},
+                    "metadata": {},
+                    "content": content,
+                    "channel": "shell",
+                    "buffers": [],
+                }
+            )
+        )
         status, outputs, idle = None, [], False
         deadline = time.monotonic() + CELL_SECONDS
         while (status is None or not idle) and time.monotonic() < deadline:
@@ -187,7 +213,11 @@ class Kernel:
 
 
 def _stdout(outputs: list[dict]) -> str:
-    return "".join(m["content"]["text"] for m in outputs if m["header"]["msg_type"] == "stream" and m["content"]["name"] == "stdout")
+    return "".join(
+        m["content"]["text"]
+        for m in outputs
+        if m["header"]["msg_type"] == "stream" and m["content"]["name"] == "stdout"
+    )
 
 
 @pytest.mark.slow
@@ -219,7 +249,11 @@ def test_jupyterlab_starts_lists_runs_a_notebook_and_stops(tmp_path):
         # open the notebook as JupyterLab does (a session starts its kernel) and run its first code cells in
         # order, up to the third that prints something: what they print must be what the notebook stores
         # (nbval checks every cell of every notebook; here the point is the server's kernel)
-        session = server.api("POST", "/api/sessions", {"path": notebook.name, "type": "notebook", "name": notebook.name, "kernel": {"name": "python3"}})
+        session = server.api(
+            "POST",
+            "/api/sessions",
+            {"path": notebook.name, "type": "notebook", "name": notebook.name, "kernel": {"name": "python3"}},
+        )
         kernel = Kernel(server, session["kernel"]["id"])
         try:
             cells = [c for c in read_notebook(notebook).cells if c.cell_type == "code"]
@@ -232,7 +266,9 @@ def test_jupyterlab_starts_lists_runs_a_notebook_and_stops(tmp_path):
                 assert status == "ok" and not errors, f"{notebook.name} code cell {i} failed: {errors}"
                 stored = "".join(o.text for o in cell.outputs if o.output_type == "stream" and o.name == "stdout")
                 if stored.strip() and "nbval-ignore-output" not in cell.metadata.get("tags", []):
-                    assert _stdout(outputs) == stored, f"{notebook.name} code cell {i} printed something else than stored"
+                    assert _stdout(outputs) == stored, (
+                        f"{notebook.name} code cell {i} printed something else than stored"
+                    )
                     compared += 1
                     if compared == 3:
                         break
@@ -262,4 +298,6 @@ def test_jupyterlab_starts_lists_runs_a_notebook_and_stops(tmp_path):
         assert not leftovers, f"server or kernel files left behind (a process still running?): {leftovers}"
     finally:
         server.stop()
-    print(f"\nJupyterLab answered after {startup:.1f} s; {i + 1} cells of {notebook.name} ran through its API in {run_seconds:.1f} s; it stopped in {stop_seconds:.1f} s")
+    print(
+        f"\nJupyterLab answered after {startup:.1f} s; {i + 1} cells of {notebook.name} ran through its API in {run_seconds:.1f} s; it stopped in {stop_seconds:.1f} s"
+    )

@@ -54,7 +54,10 @@ def test_equals_sacrebleu_with_several_references(smooth):
         vocab = list("abcdefg")
         n = rng.randint(1, 6)
         hyps = [random_sentence(rng, vocab, 12) for _ in range(n)]
-        refs = [[" ".join(rng.choice(vocab) for _ in range(rng.randint(1, 12))) for _ in range(rng.randint(1, 3))] for _ in range(n)]
+        refs = [
+            [" ".join(rng.choice(vocab) for _ in range(rng.randint(1, 12))) for _ in range(rng.randint(1, 3))]
+            for _ in range(n)
+        ]
         ours = corpus_bleu(hyps, refs, smooth=smooth)
         assert abs(ours - reference_bleu(hyps, refs, smooth)) < 1e-6, (hyps, refs)
         tokenized = corpus_bleu([h.split() for h in hyps], [[r.split() for r in rs] for rs in refs], smooth=smooth)
@@ -103,7 +106,9 @@ def test_edge_cases_equal_sacrebleu(hyps, refs, smooth):
 def test_the_pieces_by_hand():
     # Papineni et al.'s example: seven "the" against a reference with two of them
     assert clipped_matches("the the the the the the the".split(), ["the cat is on the mat".split()], 1) == (2, 7)
-    assert clipped_matches("the the the the the the the".split(), ["the cat is on the mat".split(), "there is a cat on the mat".split()], 1) == (2, 7)
+    assert clipped_matches(
+        "the the the the the the the".split(), ["the cat is on the mat".split(), "there is a cat on the mat".split()], 1
+    ) == (2, 7)
     assert ngrams(["a", "b", "a", "b"], 2) == {("a", "b"): 2, ("b", "a"): 1}
     assert brevity_penalty(10, 10) == 1.0 and brevity_penalty(12, 10) == 1.0 and brevity_penalty(0, 5) == 0.0
     assert brevity_penalty(5, 10) == pytest.approx(math.exp(1 - 10 / 5))

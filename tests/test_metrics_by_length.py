@@ -11,14 +11,21 @@ from attnbook.metrics import bleu_by_length
 
 
 def test_each_bucket_is_sacrebleu_on_its_own_sentences():
-    refs = ["le chat dort .", "il mange une pomme verte .", "nous avons vu la très grande maison rouge hier .", "elle part ."]
+    refs = [
+        "le chat dort .",
+        "il mange une pomme verte .",
+        "nous avons vu la très grande maison rouge hier .",
+        "elle part .",
+    ]
     hyps = ["le chat dort .", "il mange une pomme .", "nous avons vu la grande maison hier .", "elle arrive ."]
     lengths = [4, 6, 10, 3]
     scores = bleu_by_length(hyps, refs, lengths, edges=[4, 8, 12])
     assert [(s.low, s.high, s.count) for s in scores] == [(1, 4, 2), (5, 8, 1), (9, 12, 1)]
     assert [s.label for s in scores] == ["1–4", "5–8", "9–12"]
     for bucket, members in zip(scores, [[0, 3], [1], [2]]):
-        expected = sacrebleu.corpus_bleu([hyps[i] for i in members], [[refs[i] for i in members]], tokenize="none", force=True).score
+        expected = sacrebleu.corpus_bleu(
+            [hyps[i] for i in members], [[refs[i] for i in members]], tokenize="none", force=True
+        ).score
         assert math.isclose(bucket.bleu, expected, abs_tol=1e-9)
 
 

@@ -46,7 +46,9 @@ def _d2l_copy(ours: MultiHeadAttention, bias: bool):
         for layer, w in zip((theirs.W_q, theirs.W_k, theirs.W_v, theirs.W_o), (w_q, w_k, w_v, ours.out_proj.weight)):
             layer.weight.copy_(w)
         if bias:
-            for layer, b in zip((theirs.W_q, theirs.W_k, theirs.W_v, theirs.W_o), (*ours.in_proj.bias.chunk(3), ours.out_proj.bias)):
+            for layer, b in zip(
+                (theirs.W_q, theirs.W_k, theirs.W_v, theirs.W_o), (*ours.in_proj.bias.chunk(3), ours.out_proj.bias)
+            ):
                 layer.bias.copy_(b)
     return theirs
 
@@ -137,7 +139,9 @@ def test_self_attention_equals_d2l(case, bias, fused):
     kpm, causal = _masks(case, [8, 5, 1], 8)
     expected = theirs(x, x, x, _d2l_valid_lens(case, [8, 5, 1], 8))
     torch.testing.assert_close(ours(x, x, x, key_padding_mask=kpm, causal=causal), expected, rtol=0, atol=1e-12)
-    torch.testing.assert_close(ours(x, x, x, key_padding_mask=kpm, causal=causal, need_weights=True)[0], expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        ours(x, x, x, key_padding_mask=kpm, causal=causal, need_weights=True)[0], expected, rtol=0, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize("bias", [True, False])
@@ -206,7 +210,10 @@ def test_padding_content_never_changes_real_positions(need_weights):
         torch.testing.assert_close(a[real], b[real], rtol=0, atol=1e-10)
     q = torch.randn(3, 2, 32, dtype=torch.float64)
     torch.testing.assert_close(
-        layer(q, memory, memory, key_padding_mask=kpm), layer(q, noisy_memory, noisy_memory, key_padding_mask=kpm), rtol=0, atol=1e-10
+        layer(q, memory, memory, key_padding_mask=kpm),
+        layer(q, noisy_memory, noisy_memory, key_padding_mask=kpm),
+        rtol=0,
+        atol=1e-10,
     )
 
 
@@ -363,7 +370,9 @@ def test_project_then_attend_equals_forward(case, fused):
     kpm, causal = _masks(case, [7, 4, 2], 7)
     q, k, v = ours.project_self(x)
     assert q.shape == k.shape == v.shape == (3, H, 7, D // H)
-    torch.testing.assert_close(ours.attend(q, k, v, kpm, causal), ours(x, x, x, key_padding_mask=kpm, causal=causal), rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        ours.attend(q, k, v, kpm, causal), ours(x, x, x, key_padding_mask=kpm, causal=causal), rtol=0, atol=1e-12
+    )
     out, w = ours.attend(q, k, v, kpm, causal, need_weights=True)
     expected, expected_w = ours(x, x, x, key_padding_mask=kpm, causal=causal, need_weights=True)
     torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)
@@ -372,7 +381,10 @@ def test_project_then_attend_equals_forward(case, fused):
     mkpm = padding_mask(torch.tensor([9, 3, 6]), 9)
     mk, mv = ours.project_key_value(memory)
     torch.testing.assert_close(
-        ours.attend(ours.project_query(x), mk, mv, mkpm), ours(x, memory, memory, key_padding_mask=mkpm), rtol=0, atol=1e-12
+        ours.attend(ours.project_query(x), mk, mv, mkpm),
+        ours(x, memory, memory, key_padding_mask=mkpm),
+        rtol=0,
+        atol=1e-12,
     )
 
 

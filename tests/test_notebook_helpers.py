@@ -64,6 +64,8 @@ def test_setup_leaves_the_cpu_kernels_to_pytorch():
         f"print(sorted(k for k in {kernel_variables!r} if k in os.environ))"
     )
     env = {k: v for k, v in os.environ.items() if k not in kernel_variables}
-    result = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, check=True, env=env)
+    result = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, check=True, env=env
+    )
     assert result.stdout.strip() == "[]"
     assert not result.stderr

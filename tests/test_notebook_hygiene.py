@@ -60,8 +60,12 @@ def test_no_errors_no_empty_cells_no_widgets(path):
         assert cell.source.strip(), f"code cell {i} is empty"
         assert "widgets" not in cell.metadata
         tags = set(cell.metadata.get("tags", []))
-        assert not tags & {"nbval-skip", "raises-exception", "nbval-raises-exception"}, f"code cell {i} escapes nbval: {tags}"
-        assert "NBVAL_SKIP" not in cell.source and "NBVAL_RAISES_EXCEPTION" not in cell.source, f"code cell {i} escapes nbval"
+        assert not tags & {"nbval-skip", "raises-exception", "nbval-raises-exception"}, (
+            f"code cell {i} escapes nbval: {tags}"
+        )
+        assert "NBVAL_SKIP" not in cell.source and "NBVAL_RAISES_EXCEPTION" not in cell.source, (
+            f"code cell {i} escapes nbval"
+        )
         for output in cell.outputs:
             assert output.output_type != "error", f"code cell {i} stored an error: {output.get('ename')}"
             assert not (output.output_type == "stream" and output.name == "stderr"), (
@@ -86,13 +90,17 @@ def test_ignore_output_is_rare_and_only_for_timings(path):
     ignored = [c for c in code if _ignored(c)]
     assert len(ignored) <= 0.1 * len(code), f"{len(ignored)} of {len(code)} code cells ignore their output"
     for cell in ignored:
-        assert TIMING_WORDS.search(cell.source), f"NBVAL_IGNORE_OUTPUT on a cell that is not a timing:\n{cell.source[:200]}"
+        assert TIMING_WORDS.search(cell.source), (
+            f"NBVAL_IGNORE_OUTPUT on a cell that is not a timing:\n{cell.source[:200]}"
+        )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_badge_and_setup_cell_follow_config(path):
     nb = read_notebook(path)
-    assert badge_markdown(path.name) in nb.cells[0].source, "the Colab badge does not match _config.yml: run `make execute`"
+    assert badge_markdown(path.name) in nb.cells[0].source, (
+        "the Colab badge does not match _config.yml: run `make execute`"
+    )
     setup = _code_cells(nb)[0]
     assert setup.source == setup_cell_source(), "the setup cell does not match _config.yml: run `make execute`"
     assert SETUP_TAG in setup.metadata.get("tags", []), f"the setup cell must carry the tag {SETUP_TAG!r}"
@@ -175,9 +183,19 @@ def _is_stub(function) -> bool:
     import ast
 
     body = function.body
-    has_doc = bool(body) and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)
+    has_doc = (
+        bool(body)
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    )
     rest = body[1:] if has_doc else body
-    return has_doc and len(rest) == 1 and isinstance(rest[0], ast.Expr) and getattr(rest[0].value, "value", None) is Ellipsis
+    return (
+        has_doc
+        and len(rest) == 1
+        and isinstance(rest[0], ast.Expr)
+        and getattr(rest[0].value, "value", None) is Ellipsis
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
@@ -201,9 +219,15 @@ def _check_attempt_and_solution_cells(nb):
         end = next(i for i in range(start, len(nb.cells)) if "{solution-end}" in nb.cells[i].source)
         solution = [c for c in nb.cells[start + 1 : end] if c.cell_type == "code"]
         for cell in solution:
-            assert cell.source.split("\n", 1)[0] == SOLUTION_TITLE, f"solution {label}: its first line is the Colab form title"
-            assert cell.metadata.get("cellView") == "form", f"solution {label}: a Colab form (cellView: form) hides it in Colab"
-            assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, f"solution {label}: hidden in JupyterLab"
+            assert cell.source.split("\n", 1)[0] == SOLUTION_TITLE, (
+                f"solution {label}: its first line is the Colab form title"
+            )
+            assert cell.metadata.get("cellView") == "form", (
+                f"solution {label}: a Colab form (cellView: form) hides it in Colab"
+            )
+            assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, (
+                f"solution {label}: hidden in JupyterLab"
+            )
         calls = sorted({call for cell in solution for call in CHECK_CALL.findall(cell.source)})
         if not calls:
             continue  # an open exercise: its solution runs an experiment
@@ -217,19 +241,25 @@ def _check_attempt_and_solution_cells(nb):
         assert "@title" not in attempt.source and not attempt.metadata.get("jupyter", {}).get("source_hidden"), (
             f"{where}: the attempt cell is shown, not hidden"
         )
-        assert sorted(set(CHECK_CALL.findall(attempt.source))) == calls, f"{where}: the attempt cell makes the solution's checker call(s) {calls}"
+        assert sorted(set(CHECK_CALL.findall(attempt.source))) == calls, (
+            f"{where}: the attempt cell makes the solution's checker call(s) {calls}"
+        )
         for checker, name in calls:
             assert re.search(rf"^from attnbook\.exercises\.\w+ import .*\b{checker}\b", attempt.source, re.M), (
                 f"{where}: the attempt cell imports {checker}"
             )
             stub = _function(attempt.source, name)
-            assert stub is not None and _is_stub(stub), f"{where}: the attempt cell defines {name} as a stub: a docstring, then `...`"
+            assert stub is not None and _is_stub(stub), (
+                f"{where}: the attempt cell defines {name} as a stub: a docstring, then `...`"
+            )
             answer = next(f for cell in solution if (f := _function(cell.source, name)) is not None)
             assert ast.unparse(stub.args) == ast.unparse(answer.args), (
                 f"{where}: the stub's signature ({ast.unparse(stub.args)}) differs from the solution's ({ast.unparse(answer.args)})"
             )
         shown = "\n".join(_text_of(o) for o in attempt.outputs)
-        assert all(o.output_type != "error" for o in attempt.outputs) and "Traceback" not in shown, f"{where}: the attempt cell stored an error"
+        assert all(o.output_type != "error" for o in attempt.outputs) and "Traceback" not in shown, (
+            f"{where}: the attempt cell stored an error"
+        )
         assert shown.count("○ ") == len(calls) and shown.count(NOT_ATTEMPTED) == len(calls), (
             f"{where}: the attempt cell's stored output is the checker's '{NOT_ATTEMPTED}' message, got {shown[:200]!r}"
         )
@@ -247,7 +277,9 @@ def _exercise_notebook():
         'def stable_softmax(x, dim=-1):\n    """The softmax of x along dim, without overflow."""\n    ...  # your code here\n\n\n'
         "check_stable_softmax(stable_softmax)"
     )
-    attempt.outputs = [v4.new_output("execute_result", {"text/plain": "○ stable_softmax: not attempted yet (it returned None). ..."})]
+    attempt.outputs = [
+        v4.new_output("execute_result", {"text/plain": "○ stable_softmax: not attempted yet (it returned None). ..."})
+    ]
     solution = v4.new_code_cell(
         "from attnbook.exercises.ch00_tensors import check_stable_softmax\n\n\n"
         "def stable_softmax(x, dim=-1):\n    return (x - x.amax(dim, keepdim=True)).softmax(dim)\n\n\n"
@@ -287,7 +319,9 @@ def test_the_attempt_cell_rule_accepts_the_format_and_names_each_gap():
         nb.cells[1].source = nb.cells[1].source.replace("(x, dim=-1)", "(x)")
 
     def traceback(nb):
-        nb.cells[1].outputs = [__import__("nbformat").v4.new_output("error", ename="NameError", evalue="x", traceback=["Traceback"])]
+        nb.cells[1].outputs = [
+            __import__("nbformat").v4.new_output("error", ename="NameError", evalue="x", traceback=["Traceback"])
+        ]
 
     def other_checker(nb):
         nb.cells[1].source = nb.cells[1].source.rsplit("\n", 1)[0]  # the checker call is the last line
@@ -311,7 +345,9 @@ def test_diagrams_are_shown_as_images_without_their_code(path):
         if "attnbook.diagrams" not in cell.source:
             continue
         assert "remove-input" in cell.metadata.get("tags", []), f"code cell {i} draws a diagram: tag it remove-input"
-        assert any("image/png" in o.get("data", {}) for o in cell.outputs), f"code cell {i} stored no image of its diagram"
+        assert any("image/png" in o.get("data", {}) for o in cell.outputs), (
+            f"code cell {i} stored no image of its diagram"
+        )
 
 
 FLOAT64 = re.compile(r"^torch\.set_default_dtype\(torch\.float64\)", re.M)
@@ -333,9 +369,9 @@ def test_a_notebook_that_trains_computes_in_float64(path):
         "float32 training gives different printed numbers on different CPUs (see book/reproducibility.md)"
     )
     start = FLOAT64.search(first.source).start()
-    assert not re.search(r"torch\.(tensor|randn?|zeros|ones|empty|full|arange|linspace)\(|nn\.[A-Z]", first.source[:start]), (
-        "torch.set_default_dtype(torch.float64) must come before the first tensor or model is built"
-    )
+    assert not re.search(
+        r"torch\.(tensor|randn?|zeros|ones|empty|full|arange|linspace)\(|nn\.[A-Z]", first.source[:start]
+    ), "torch.set_default_dtype(torch.float64) must come before the first tensor or model is built"
     for i, cell in enumerate(code):
         for match in re.finditer(r"set_default_dtype\(([^)]*)\)", cell.source):
             assert match.group(1).strip() == "torch.float64", (
@@ -365,7 +401,10 @@ def rounding_level_figures(text: str) -> list[str]:
 
 
 def test_rounding_level_figures_are_found():
-    assert rounding_level_figures("expected 2.272828411977469, got 2.0647380458235864") == ["2.272828411977469", "2.0647380458235864"]
+    assert rounding_level_figures("expected 2.272828411977469, got 2.0647380458235864") == [
+        "2.272828411977469",
+        "2.0647380458235864",
+    ]
     assert rounding_level_figures("largest difference: 2.2e-16") == ["2.2e-16"]
     assert rounding_level_figures("the same scores (to 1e-12): True; below 1e-12: True") == []
     assert rounding_level_figures("step 1: 1.75e-07; loss 2.27; 3.14159") == []

@@ -76,4 +76,6 @@ def test_pyproject_needs_a_setuptools_that_reads_spdx_licenses():
     floor = re.fullmatch(r"setuptools>=(\d+)(\.\d+)*", setuptools)
     assert floor and int(floor.group(1)) >= 77, f"{setuptools}: setuptools reads SPDX licenses from 77 on"
     requirements = (ROOT / "requirements.txt").read_text()
-    assert re.search(r"^setuptools>=(7[7-9]|[89]\d|\d{3})\b", requirements, re.M), "the environment builds with setuptools >= 77 too"
+    assert re.search(r"^setuptools>=(7[7-9]|[89]\d|\d{3})\b", requirements, re.M), (
+        "the environment builds with setuptools >= 77 too"
+    )

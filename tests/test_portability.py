@@ -67,12 +67,24 @@ def _environment(env_changes: dict[str, str]) -> dict[str, str]:
 def run_nbval(notebook: Path, env_changes: dict[str, str], timeout: int = 900) -> subprocess.CompletedProcess:
     """Strict nbval over one notebook in a fresh pytest process, with ``env_changes`` in its environment."""
     command = [
-        sys.executable, "-m", "pytest", str(notebook),
-        "-o", "addopts=",  # not the suite's own options (no xdist inside a worker)
-        "--nbval", "--nbval-sanitize-with", str(ROOT / "tests" / "nbval_sanitize.cfg"),
-        "-p", "no:cacheprovider", "-q", "-rf", "--color=no",
+        sys.executable,
+        "-m",
+        "pytest",
+        str(notebook),
+        "-o",
+        "addopts=",  # not the suite's own options (no xdist inside a worker)
+        "--nbval",
+        "--nbval-sanitize-with",
+        str(ROOT / "tests" / "nbval_sanitize.cfg"),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rf",
+        "--color=no",
     ]
-    return subprocess.run(command, cwd=ROOT, env=_environment(env_changes), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        command, cwd=ROOT, env=_environment(env_changes), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_the_notebooks_are_sorted_into_training_and_quick():
@@ -97,17 +109,27 @@ def test_a_notebook_that_does_not_train_reproduces_on_another_kernel_path(notebo
 
 def _probe(dtype: str, env_changes: dict[str, str]) -> dict:
     result = subprocess.run(
-        [sys.executable, str(PROBE), dtype], cwd=ROOT, env=_environment(env_changes), capture_output=True, text=True,
+        [sys.executable, str(PROBE), dtype],
+        cwd=ROOT,
+        env=_environment(env_changes),
+        capture_output=True,
+        text=True,
         timeout=600,
     )
-    assert result.returncode == 0, f"the portability probe failed ({dtype}, {env_changes or 'this path'}):\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, (
+        f"the portability probe failed ({dtype}, {env_changes or 'this path'}):\n{result.stderr[-3000:]}"
+    )
     return json.loads(result.stdout)
 
 
 @pytest.fixture(scope="module")
 def probes() -> dict[tuple[str, str], dict]:
     """The probe's four runs: (float64 | float32) × (this path | the other path), two at a time."""
-    jobs = {(dtype, path): (dtype, {} if path == "here" else OTHER_CPU) for dtype in ("float64", "float32") for path in ("here", "other")}
+    jobs = {
+        (dtype, path): (dtype, {} if path == "here" else OTHER_CPU)
+        for dtype in ("float64", "float32")
+        for path in ("here", "other")
+    }
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {key: pool.submit(_probe, *args) for key, args in jobs.items()}
         return {key: future.result() for key, future in futures.items()}
@@ -136,8 +158,10 @@ def test_every_kind_of_model_trains_to_the_same_figures_on_another_kernel_path_i
 @pytest.mark.slow
 def test_in_float32_the_same_runs_differ_so_the_comparison_can_fail(probes):
     if not _paths_differ(probes):
-        pytest.skip(f"this machine's own kernel path is already {probes['float64', 'here']['capability']}: "
-                    "there is no second path to compare with")
+        pytest.skip(
+            f"this machine's own kernel path is already {probes['float64', 'here']['capability']}: "
+            "there is no second path to compare with"
+        )
     here, other = probes["float32", "here"], probes["float32", "other"]
     drifts = {name: largest_drift(here["runs"][name], other["runs"][name])[0] for name in here["runs"]}
     assert max(drifts.values()) > 100 * FLOAT64_AGREEMENT, (

@@ -24,7 +24,9 @@ TARGETS = [[8, 7], [4, 9, 10, 11], [7]]
 
 def _model(attention: bool, **kw) -> Seq2Seq:
     torch.manual_seed(0)
-    return Seq2Seq(Seq2SeqConfig(src_vocab_size=12, tgt_vocab_size=13, embed_size=6, hidden_size=10, attention=attention, **kw)).eval()
+    return Seq2Seq(
+        Seq2SeqConfig(src_vocab_size=12, tgt_vocab_size=13, embed_size=6, hidden_size=10, attention=attention, **kw)
+    ).eval()
 
 
 @pytest.mark.parametrize("layers", [1, 2])
@@ -110,8 +112,15 @@ def test_attention_decoder_reads_every_encoder_output():
     base, _, _ = model.decoder(batch.tgt_in, state)
     memory = state.memory.clone()
     memory[0, 1] += 1.0  # change one non-final encoder output of sentence 0
-    changed, _, _ = model.decoder(batch.tgt_in, DecoderState(state.hidden, memory=memory, memory_mask=state.memory_mask,
-                                                             projected_keys=model.decoder.attention.project_keys(memory)))
+    changed, _, _ = model.decoder(
+        batch.tgt_in,
+        DecoderState(
+            state.hidden,
+            memory=memory,
+            memory_mask=state.memory_mask,
+            projected_keys=model.decoder.attention.project_keys(memory),
+        ),
+    )
     assert not torch.allclose(base[0], changed[0]) and torch.allclose(base[1:], changed[1:])
 
 

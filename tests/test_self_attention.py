@@ -14,8 +14,11 @@ from attnbook.masks import causal_mask, padding_mask
 
 def _qkv(B=2, T=4, S=6, d=8, dv=5, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(B, T, d, generator=g, dtype=torch.float64), torch.randn(B, S, d, generator=g, dtype=torch.float64),
-            torch.randn(B, S, dv, generator=g, dtype=torch.float64))
+    return (
+        torch.randn(B, T, d, generator=g, dtype=torch.float64),
+        torch.randn(B, S, d, generator=g, dtype=torch.float64),
+        torch.randn(B, S, dv, generator=g, dtype=torch.float64),
+    )
 
 
 def test_follows_the_formula_query_by_query():
@@ -33,7 +36,9 @@ def test_follows_the_formula_query_by_query():
 @pytest.mark.parametrize("masked", ["none", "padding", "causal"])
 def test_equals_pytorch_kernel(masked):
     q, k, v = _qkv(T=6, S=6)
-    mask = {"none": None, "padding": padding_mask(torch.tensor([6, 2]), 6)[:, None, :], "causal": causal_mask(6)}[masked]
+    mask = {"none": None, "padding": padding_mask(torch.tensor([6, 2]), 6)[:, None, :], "causal": causal_mask(6)}[
+        masked
+    ]
     out, _ = scaled_dot_product_attention(q, k, v, mask)
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else ~mask)
     torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)

@@ -94,10 +94,26 @@ def test_nbval_fails_a_notebook_that_hands_matplotlib_a_tensor(tmp_path):
     setup_cell = "from attnbook.notebook import setup\n\n_ = setup()"
     planted = "import matplotlib.pyplot as plt\nimport torch\n\nfig, ax = plt.subplots()\nax.plot(torch.arange(3))\nplt.close(fig)"
     nbformat.write(_notebook(setup_cell, planted), tmp_path / "planted.ipynb")
-    nbformat.write(_notebook(setup_cell, planted.replace("torch.arange(3)", "torch.arange(3).numpy()")), tmp_path / "fixed.ipynb")
+    nbformat.write(
+        _notebook(setup_cell, planted.replace("torch.arange(3)", "torch.arange(3).numpy()")), tmp_path / "fixed.ipynb"
+    )
     env = {k: v for k, v in os.environ.items() if k != "ATTNBOOK_STRICT_WARNINGS"}
-    command = [sys.executable, "-m", "pytest", "--nbval", "-p", "no:cacheprovider", "-rA", "--rootdir", str(tmp_path), "-c", os.devnull]
-    run = subprocess.run([*command, "planted.ipynb", "fixed.ipynb"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--nbval",
+        "-p",
+        "no:cacheprovider",
+        "-rA",
+        "--rootdir",
+        str(tmp_path),
+        "-c",
+        os.devnull,
+    ]
+    run = subprocess.run(
+        [*command, "planted.ipynb", "fixed.ipynb"], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
     out = run.stdout
     assert "FAILED planted.ipynb::Cell 1" in out and "PASSED planted.ipynb::Cell 0" in out, out[-3000:]
     assert "a tensor was passed to Matplotlib" in out

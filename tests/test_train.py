@@ -49,7 +49,9 @@ def test_sequence_loss_is_the_mean_over_real_tokens():
     expected = per_token[real].sum() / real.sum()  # 5 real tokens, not 8 positions, not a mean of sentence means
     assert torch.isclose(sequence_loss(logits, targets), expected)
     assert torch.isclose(sequence_loss(logits, targets, reduction="sum"), per_token[real].sum())
-    assert not torch.isclose(expected, per_token[real].mean() * 0 + (per_token[0, :3].mean() + per_token[1, :2].mean()) / 2)
+    assert not torch.isclose(
+        expected, per_token[real].mean() * 0 + (per_token[0, :3].mean() + per_token[1, :2].mean()) / 2
+    )
 
 
 def test_sequence_loss_ignores_whatever_the_model_says_at_padding():
@@ -60,7 +62,9 @@ def test_sequence_loss_ignores_whatever_the_model_says_at_padding():
     noisy[targets == 0] = 100 * torch.randn_like(noisy[targets == 0])
     assert torch.isclose(sequence_loss(logits, targets), sequence_loss(noisy, targets))
     other_pad = torch.where(targets == 0, torch.tensor(6), targets)
-    assert torch.isclose(sequence_loss(logits, other_pad, pad_id=6), sequence_loss(logits, targets.masked_fill(targets == 6, 0)))
+    assert torch.isclose(
+        sequence_loss(logits, other_pad, pad_id=6), sequence_loss(logits, targets.masked_fill(targets == 6, 0))
+    )
 
 
 def test_label_smoothing_by_hand():
@@ -92,7 +96,10 @@ def test_label_smoothing_is_cross_entropy_against_the_smoothed_targets():
     pytorch = F.cross_entropy(logits[real], targets[real], label_smoothing=0.1)
     assert not torch.isclose(sequence_loss(logits, targets, label_smoothing=0.1), pytorch)
     # without smoothing it is the plain cross-entropy, exactly as before
-    assert torch.equal(sequence_loss(logits, targets), F.cross_entropy(logits.reshape(-1, 9), targets.reshape(-1), ignore_index=0, reduction="sum") / real.sum())
+    assert torch.equal(
+        sequence_loss(logits, targets),
+        F.cross_entropy(logits.reshape(-1, 9), targets.reshape(-1), ignore_index=0, reduction="sum") / real.sum(),
+    )
 
 
 def test_label_smoothing_ignores_padding_positions_and_is_minimal_at_its_targets():
@@ -101,7 +108,9 @@ def test_label_smoothing_ignores_padding_positions_and_is_minimal_at_its_targets
     targets = torch.tensor([[4, 5, 2, 0], [6, 2, 0, 0]])
     noisy = logits.clone()
     noisy[targets == 0] = 100 * torch.randn_like(noisy[targets == 0])
-    assert torch.isclose(sequence_loss(logits, targets, label_smoothing=0.1), sequence_loss(noisy, targets, label_smoothing=0.1))
+    assert torch.isclose(
+        sequence_loss(logits, targets, label_smoothing=0.1), sequence_loss(noisy, targets, label_smoothing=0.1)
+    )
     # the loss is smallest when the model predicts exactly the smoothed distribution (its entropy)
     q = smoothed_targets(targets, 7, 0.1).double()
     best = torch.where(q > 0, q.log(), torch.tensor(-1e4, dtype=q.dtype))
@@ -109,7 +118,9 @@ def test_label_smoothing_ignores_padding_positions_and_is_minimal_at_its_targets
     assert torch.isclose(sequence_loss(best, targets, label_smoothing=0.1), entropy, atol=1e-9)
     assert sequence_loss(best + 0.1 * torch.randn_like(best), targets, label_smoothing=0.1) > entropy
     one_hot = torch.full_like(logits, -1e4).scatter(-1, targets[..., None], 0.0)
-    assert sequence_loss(one_hot, targets, label_smoothing=0.1) > 999, "a fully confident model pays for the smoothed mass"
+    assert sequence_loss(one_hot, targets, label_smoothing=0.1) > 999, (
+        "a fully confident model pays for the smoothed mass"
+    )
     assert sequence_loss(one_hot, targets) < 1e-9
 
 
@@ -135,7 +146,11 @@ def test_noam_lr_by_hand():
     assert math.isclose(noam_lr(10, 64, 100, factor=2.0), 2 * 64**-0.5 * 10 * 100**-1.5)
     steps = torch.arange(1, 20001)
     curve = noam_lr(steps, 512, 4000)
-    assert int(curve.argmax()) + 1 == 4000 and torch.all(curve[1:4000] > curve[:3999]) and torch.all(curve[4000:] < curve[3999:-1])
+    assert (
+        int(curve.argmax()) + 1 == 4000
+        and torch.all(curve[1:4000] > curve[:3999])
+        and torch.all(curve[4000:] < curve[3999:-1])
+    )
     with pytest.raises(ValueError, match="steps count from 1"):
         noam_lr(0, 512)
 
@@ -233,7 +248,9 @@ def test_training_is_deterministic():
     for _ in range(2):
         model = _model(dropout=0.2)
         history = train(model, TRAIN, VALID, epochs=2, lr=1e-2, plot=False, verbose=False, seed=3)
-        runs.append(([e.train_loss for e in history.epochs], [e.valid_loss for e in history.epochs], model.state_dict()))
+        runs.append(
+            ([e.train_loss for e in history.epochs], [e.valid_loss for e in history.epochs], model.state_dict())
+        )
     assert runs[0][0] == runs[1][0] and runs[0][1] == runs[1][1]
     assert all(torch.equal(runs[0][2][k], runs[1][2][k]) for k in runs[0][2])
 
@@ -281,12 +298,20 @@ def test_callbacks_see_every_step_and_epoch_and_can_stop_training():
         steps.append(info)
         return info.step == len(TRAIN) + 2  # stop two batches into the second epoch
 
-    history = train(_model(), TRAIN, VALID, epochs=5, plot=False, verbose=False, on_step=on_step, on_epoch=epochs.append)
+    history = train(
+        _model(), TRAIN, VALID, epochs=5, plot=False, verbose=False, on_step=on_step, on_epoch=epochs.append
+    )
     assert [s.step for s in steps] == list(range(1, len(TRAIN) + 3))
-    assert [(s.epoch, s.batch, s.batches) for s in steps[-3:]] == [(1, len(TRAIN), len(TRAIN)), (2, 1, len(TRAIN)), (2, 2, len(TRAIN))]
+    assert [(s.epoch, s.batch, s.batches) for s in steps[-3:]] == [
+        (1, len(TRAIN), len(TRAIN)),
+        (2, 1, len(TRAIN)),
+        (2, 2, len(TRAIN)),
+    ]
     assert all(s.tokens == int((b.tgt_out != 0).sum()) and math.isfinite(s.loss) for s, b in zip(steps, TRAIN))
     assert history.stopped_by == "on_step during epoch 2" and len(history.epochs) == 2
-    assert epochs == history.epochs and epochs[1].valid_loss is not None  # the cut-short epoch is validated and reported
+    assert (
+        epochs == history.epochs and epochs[1].valid_loss is not None
+    )  # the cut-short epoch is validated and reported
     stopped = train(_model(), TRAIN, epochs=5, plot=False, verbose=False, on_epoch=lambda log: log.epoch == 3)
     assert len(stopped.epochs) == 3 and stopped.stopped_by == "on_epoch after epoch 3"
 
@@ -428,20 +453,24 @@ def test_a_notebook_run_by_nbclient_stores_one_clean_figure(tmp_path):
     from nbformat.v4 import new_code_cell, new_notebook
 
     tests = str(Path(__file__).parent)
-    nb = new_notebook(cells=[new_code_cell(
-        "import sys, torch\n"
-        f"sys.path.insert(0, {tests!r})\n"
-        "from attnbook.notebook import setup\n"
-        "setup(threads=1)\n"
-        "from attnbook.rnn import Seq2Seq, Seq2SeqConfig\n"
-        "from attnbook.train import train\n"
-        "from attnbook.notebook import _watched_interactively\n"
-        "from toy_seq2seq import batches_of, reversal_pairs\n"
-        "pairs = reversal_pairs(64)\n"
-        "model = Seq2Seq(Seq2SeqConfig(12, 12, embed_size=8, hidden_size=8))\n"
-        "print('live:', _watched_interactively())\n"
-        "history = train(model, batches_of(pairs[:48]), batches_of(pairs[48:]), epochs=3, log_every=1)"
-    )])
+    nb = new_notebook(
+        cells=[
+            new_code_cell(
+                "import sys, torch\n"
+                f"sys.path.insert(0, {tests!r})\n"
+                "from attnbook.notebook import setup\n"
+                "setup(threads=1)\n"
+                "from attnbook.rnn import Seq2Seq, Seq2SeqConfig\n"
+                "from attnbook.train import train\n"
+                "from attnbook.notebook import _watched_interactively\n"
+                "from toy_seq2seq import batches_of, reversal_pairs\n"
+                "pairs = reversal_pairs(64)\n"
+                "model = Seq2Seq(Seq2SeqConfig(12, 12, embed_size=8, hidden_size=8))\n"
+                "print('live:', _watched_interactively())\n"
+                "history = train(model, batches_of(pairs[:48]), batches_of(pairs[48:]), epochs=3, log_every=1)"
+            )
+        ]
+    )
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = nb.cells[0].outputs
     kinds = [o.output_type for o in outputs]

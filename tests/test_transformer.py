@@ -116,8 +116,11 @@ ENCODER_LAYER_NAMES = {
 }
 DECODER_LAYER_NAMES = {
     **{k: v for k, v in ENCODER_LAYER_NAMES.items() if not k.startswith("add_norm2")},
-    **{k.replace("self_attention", "cross_attention"): v.replace("self_attn", "multihead_attn")
-       for k, v in ENCODER_LAYER_NAMES.items() if k.startswith("self_attention")},
+    **{
+        k.replace("self_attention", "cross_attention"): v.replace("self_attn", "multihead_attn")
+        for k, v in ENCODER_LAYER_NAMES.items()
+        if k.startswith("self_attention")
+    },
     "add_norm2.norm.weight": "norm2.weight",
     "add_norm2.norm.bias": "norm2.bias",
     "add_norm3.norm.weight": "norm3.weight",
@@ -159,13 +162,27 @@ def _assert_grads_equal(ours: nn.Module, ref: nn.Module, prefix: str = "") -> No
 
 def _torch_encoder_layer(s, norm_first):
     return nn.TransformerEncoderLayer(
-        s["d_model"], s["num_heads"], s["d_ff"], dropout=0.0, activation="relu", batch_first=True, norm_first=norm_first, dtype=torch.float64
+        s["d_model"],
+        s["num_heads"],
+        s["d_ff"],
+        dropout=0.0,
+        activation="relu",
+        batch_first=True,
+        norm_first=norm_first,
+        dtype=torch.float64,
     )
 
 
 def _torch_decoder_layer(s, norm_first):
     return nn.TransformerDecoderLayer(
-        s["d_model"], s["num_heads"], s["d_ff"], dropout=0.0, activation="relu", batch_first=True, norm_first=norm_first, dtype=torch.float64
+        s["d_model"],
+        s["num_heads"],
+        s["d_ff"],
+        dropout=0.0,
+        activation="relu",
+        batch_first=True,
+        norm_first=norm_first,
+        dtype=torch.float64,
     )
 
 
@@ -258,7 +275,12 @@ def test_decoder_layer_equals_torch_with_gradients(seed, norm_first):
     x2, m2 = (t.detach().clone().requires_grad_() for t in (x1, m1))
     got = ours(x1, m1, src_mask, tgt_mask)
     expected = ref(
-        x2, m2, tgt_mask=causal_mask(T), tgt_key_padding_mask=tgt_mask, memory_key_padding_mask=src_mask, tgt_is_causal=True
+        x2,
+        m2,
+        tgt_mask=causal_mask(T),
+        tgt_key_padding_mask=tgt_mask,
+        memory_key_padding_mask=src_mask,
+        tgt_is_causal=True,
     )
     torch.testing.assert_close(got, expected, rtol=0, atol=ATOL)
     grad = _x(seed + 40, *got.shape)
@@ -296,8 +318,16 @@ def _torch_transformer(s, norm_first):
     with warnings.catch_warnings():  # torch warns that a pre-LN encoder cannot use nested tensors
         warnings.simplefilter("ignore", UserWarning)
         ref = nn.Transformer(
-            s["d_model"], s["num_heads"], s["num_layers"], s["num_layers"], s["d_ff"], dropout=0.0,
-            activation="relu", batch_first=True, norm_first=norm_first, dtype=torch.float64,
+            s["d_model"],
+            s["num_heads"],
+            s["num_layers"],
+            s["num_layers"],
+            s["d_ff"],
+            dropout=0.0,
+            activation="relu",
+            batch_first=True,
+            norm_first=norm_first,
+            dtype=torch.float64,
         )
     if not norm_first:
         # torch.nn.Transformer always ends both stacks with a LayerNorm; the paper's post-LN model
@@ -320,7 +350,12 @@ class TorchTransformer(nn.Module):
         y = o.positional(o.tgt_embedding(tgt_in) * o.scale)
         T = tgt_in.shape[1]
         out = self.core(
-            x, y, tgt_mask=causal_mask(T), src_key_padding_mask=src_mask, memory_key_padding_mask=src_mask, tgt_is_causal=True
+            x,
+            y,
+            tgt_mask=causal_mask(T),
+            src_key_padding_mask=src_mask,
+            memory_key_padding_mask=src_mask,
+            tgt_is_causal=True,
         )
         return F.linear(out, o.tgt_embedding.weight)
 
@@ -330,8 +365,17 @@ def _model_and_batch(seed: int, norm_first: bool, share: bool = False, **overrid
     V_src = s["rng"].randint(5, 12)
     V_tgt = V_src if share else s["rng"].randint(5, 12)
     config = TransformerConfig(
-        V_src, V_tgt, d_model=s["d_model"], num_heads=s["num_heads"], num_layers=s["num_layers"], d_ff=s["d_ff"],
-        dropout=0.0, norm_first=norm_first, share_embeddings=share, max_len=32, **overrides,
+        V_src,
+        V_tgt,
+        d_model=s["d_model"],
+        num_heads=s["num_heads"],
+        num_layers=s["num_layers"],
+        d_ff=s["d_ff"],
+        dropout=0.0,
+        norm_first=norm_first,
+        share_embeddings=share,
+        max_len=32,
+        **overrides,
     )
     torch.manual_seed(seed)
     model = Transformer(config).double()
@@ -361,7 +405,14 @@ def test_stacks_equal_torch_with_gradients(seed, norm_first):
     x1, y1 = _x(seed, B, S, s["d_model"]).requires_grad_(), _x(seed + 1, B, T, s["d_model"]).requires_grad_()
     x2, y2 = (t.detach().clone().requires_grad_() for t in (x1, y1))
     got = decoder(y1, encoder(x1, src_mask), src_mask)
-    expected = ref(x2, y2, tgt_mask=causal_mask(T), src_key_padding_mask=src_mask, memory_key_padding_mask=src_mask, tgt_is_causal=True)
+    expected = ref(
+        x2,
+        y2,
+        tgt_mask=causal_mask(T),
+        src_key_padding_mask=src_mask,
+        memory_key_padding_mask=src_mask,
+        tgt_is_causal=True,
+    )
     torch.testing.assert_close(got, expected, rtol=0, atol=ATOL)
     grad = _x(seed + 2, *got.shape)
     got.backward(grad)
@@ -502,7 +553,11 @@ def test_encode_then_decode_equals_forward(seed):
     L, h = model.config.num_layers, model.config.num_heads
     B, S, T = src.shape[0], src.shape[1], tgt_in.shape[1]
     assert isinstance(maps, AttentionMaps) and len(maps.encoder) == len(maps.decoder) == len(maps.cross) == L
-    assert maps.encoder[0].shape == (B, h, S, S) and maps.decoder[0].shape == (B, h, T, T) and maps.cross[0].shape == (B, h, T, S)
+    assert (
+        maps.encoder[0].shape == (B, h, S, S)
+        and maps.decoder[0].shape == (B, h, T, T)
+        and maps.cross[0].shape == (B, h, T, S)
+    )
     for w in (*maps.encoder, *maps.cross):
         assert torch.all(w.masked_select(src_mask[:, None, None, :].expand_as(w)) == 0)
         torch.testing.assert_close(w.sum(-1), torch.ones_like(w.sum(-1)), rtol=0, atol=1e-12)
@@ -521,7 +576,9 @@ def test_cached_steps_equal_forward_and_uncached_steps(seed, norm_first):
     for t in range(s["T"]):
         for cache in (True, False):
             step_logits, states[cache] = model.step(tgt_in[:, t], states[cache])
-            torch.testing.assert_close(step_logits, logits[:, t], rtol=0, atol=ATOL, msg=lambda m: f"cache={cache}, step {t}: {m}")
+            torch.testing.assert_close(
+                step_logits, logits[:, t], rtol=0, atol=ATOL, msg=lambda m: f"cache={cache}, step {t}: {m}"
+            )
             expected_attention = maps.cross[-1][:, :, t].mean(dim=1)
             torch.testing.assert_close(states[cache].attention, expected_attention, rtol=0, atol=ATOL)
     cached = states[True]
@@ -626,7 +683,9 @@ def test_train_learns_reversal_and_checkpoint_round_trip(tmp_path, norm_first):
     pairs = reversal_pairs(384, vocab_size=10, max_len=6, seed=1)
     train_batches, valid = batches_of(pairs[:320], 32), batches_of(pairs[320:], 64)
     torch.manual_seed(0)
-    config = TransformerConfig(10, 10, d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.0, norm_first=norm_first, max_len=16)
+    config = TransformerConfig(
+        10, 10, d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.0, norm_first=norm_first, max_len=16
+    )
     model = Transformer(config)
     history = train(model, train_batches, valid, epochs=5, lr=5e-3, plot=False, verbose=False)
     losses = [e.valid_loss for e in history.epochs]
@@ -638,7 +697,9 @@ def test_train_learns_reversal_and_checkpoint_round_trip(tmp_path, norm_first):
     batch = valid[0]
     model.eval()
     rebuilt.eval()
-    torch.testing.assert_close(rebuilt(batch.src, batch.src_mask, batch.tgt_in), model(batch.src, batch.src_mask, batch.tgt_in))
+    torch.testing.assert_close(
+        rebuilt(batch.src, batch.src_mask, batch.tgt_in), model(batch.src, batch.src_mask, batch.tgt_in)
+    )
     decoded = greedy_decode(rebuilt, batch.src, batch.src_mask, max_len=10)
     assert decoded.tokens.shape[0] == batch.src.shape[0]
 
@@ -656,8 +717,15 @@ def test_dropout_acts_only_in_training_and_where_configured():
     assert drops["positional.dropout"] == 0.3 and drops["encoder.layers.0.add_norm1.dropout"] == 0.3
     assert drops["encoder.layers.0.ffn.dropout"] == 0.0  # the paper drops nowhere else
     assert model.encoder.layers[0].self_attention.dropout == 0.0
-    torch_like = Transformer(TransformerConfig(12, 12, d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.3, attention_dropout=0.3, ffn_dropout=0.3))
-    assert torch_like.decoder.layers[0].cross_attention.dropout == 0.3 and torch_like.decoder.layers[0].ffn.dropout.p == 0.3
+    torch_like = Transformer(
+        TransformerConfig(
+            12, 12, d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.3, attention_dropout=0.3, ffn_dropout=0.3
+        )
+    )
+    assert (
+        torch_like.decoder.layers[0].cross_attention.dropout == 0.3
+        and torch_like.decoder.layers[0].ffn.dropout.p == 0.3
+    )
 
 
 # --- bad input -------------------------------------------------------------------------------------------

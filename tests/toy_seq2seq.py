@@ -32,7 +32,10 @@ def reversal_pairs(n: int, vocab_size: int = 12, min_len: int = 2, max_len: int 
 
 
 def batches_of(pairs, batch_size: int = 16) -> list[Batch]:
-    return [make_batch([x for x, _ in pairs[i : i + batch_size]], [y for _, y in pairs[i : i + batch_size]]) for i in range(0, len(pairs), batch_size)]
+    return [
+        make_batch([x for x, _ in pairs[i : i + batch_size]], [y for _, y in pairs[i : i + batch_size]])
+        for i in range(0, len(pairs), batch_size)
+    ]
 
 
 def ToyVocab(words: list[str]) -> Vocab:

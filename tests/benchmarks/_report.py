@@ -56,7 +56,9 @@ def cpu_model() -> str:
         with contextlib.suppress(Exception):
             import subprocess
 
-            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True).stdout.strip()
+            return subprocess.run(
+                ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True
+            ).stdout.strip()
     return platform.processor() or platform.machine()
 
 
@@ -71,8 +73,11 @@ def machine() -> dict:
     }
     if "torch" in sys.modules:  # the runner itself does not import torch
         torch = sys.modules["torch"]
-        info.update(torch=torch.__version__, torch_threads=torch.get_num_threads(),
-                    cpu_capability=torch.backends.cpu.get_cpu_capability())
+        info.update(
+            torch=torch.__version__,
+            torch_threads=torch.get_num_threads(),
+            cpu_capability=torch.backends.cpu.get_cpu_capability(),
+        )
     return info
 
 
@@ -134,8 +139,18 @@ class Report:
         """Record a figure (numbers, or lists and dicts of them) under ``key``; JSON-serializable."""
         self.figures[key] = value
 
-    def target(self, name: str, measured: float, limit: float, *, higher_is_better: bool = False,
-               met: bool | None = None, rule: str = "", unit: str = "", note: str = "") -> bool:
+    def target(
+        self,
+        name: str,
+        measured: float,
+        limit: float,
+        *,
+        higher_is_better: bool = False,
+        met: bool | None = None,
+        rule: str = "",
+        unit: str = "",
+        note: str = "",
+    ) -> bool:
         """Record a target and return whether it is met.
 
         By default the target is ``measured <= limit`` (``higher_is_better``:
@@ -147,10 +162,18 @@ class Report:
         if met is None:
             met = (measured >= limit) if higher_is_better else (measured <= limit)
             met = bool(met) and not math.isnan(measured)
-        self.targets.append({
-            "name": name, "measured": measured, "limit": limit,
-            "comparison": ">=" if higher_is_better else "<=", "rule": rule, "unit": unit, "met": bool(met), "note": note,
-        })
+        self.targets.append(
+            {
+                "name": name,
+                "measured": measured,
+                "limit": limit,
+                "comparison": ">=" if higher_is_better else "<=",
+                "rule": rule,
+                "unit": unit,
+                "met": bool(met),
+                "note": note,
+            }
+        )
         return bool(met)
 
     def finish(self) -> int:
@@ -176,8 +199,10 @@ class Report:
         missed = [t["name"] for t in self.targets if not t["met"]]
         print(f"\n{describe(record['machine'], self.load_before, load_after)}; {record['seconds']:.0f} s")
         if self.targets:
-            print(f"targets: {len(self.targets) - len(missed)} of {len(self.targets)} met"
-                  + (f"; NOT met: {', '.join(missed)}" if missed else ""))
+            print(
+                f"targets: {len(self.targets) - len(missed)} of {len(self.targets)} met"
+                + (f"; NOT met: {', '.join(missed)}" if missed else "")
+            )
         print(f"figures written to {_relative(path)}")
         return 1 if missed else 0
 

@@ -48,7 +48,15 @@ def collate_pad_sequence(examples, pad_id=0, bos_id=1, eos_id=2) -> Batch:
     tgt_out = pad_sequence(tgts_out, batch_first=True, padding_value=pad_id)
     src_lengths = torch.tensor([len(s) for s in srcs])
     tgt_lengths = torch.tensor([len(t) for t in tgts_in])
-    return Batch(src, src_lengths, padding_mask(src_lengths, src.shape[1]), tgt_in, tgt_out, padding_mask(tgt_lengths, tgt_in.shape[1]), tgt_lengths)
+    return Batch(
+        src,
+        src_lengths,
+        padding_mask(src_lengths, src.shape[1]),
+        tgt_in,
+        tgt_out,
+        padding_mask(tgt_lengths, tgt_in.shape[1]),
+        tgt_lengths,
+    )
 
 
 def epoch(loader) -> tuple[int, float]:
@@ -69,7 +77,9 @@ def main(argv=None) -> int:
     record = Report(__file__, argv)
     torch.set_num_threads(2)
     n, r = args.pairs, args.repeats
-    print(f"corpus of {n:,} pairs (lengths 3-40, uniform), batch size {args.batch_size}, median of {r} runs, {torch.get_num_threads()} threads\n")
+    print(
+        f"corpus of {n:,} pairs (lengths 3-40, uniform), batch size {args.batch_size}, median of {r} runs, {torch.get_num_threads()} threads\n"
+    )
 
     t_gen, pairs = timed(lambda: generate_pairs(n, seed=0), r)
     train, _, _ = split_by_index(pairs)
@@ -83,18 +93,24 @@ def main(argv=None) -> int:
     plain = make_batches(train, src_vocab, tgt_vocab, args.batch_size, seed=0, bucket=False)
     t_epoch_plain, (_, share_plain) = timed(lambda: epoch(plain), r)
 
-    examples = [(src_vocab.encode(p.src_tokens), tgt_vocab.encode(p.tgt_tokens)) for p in train[: 200 * args.batch_size]]
+    examples = [
+        (src_vocab.encode(p.src_tokens), tgt_vocab.encode(p.tgt_tokens)) for p in train[: 200 * args.batch_size]
+    ]
     chunks = [examples[i : i + args.batch_size] for i in range(0, len(examples), args.batch_size)]
     t_ours, _ = timed(lambda: [collate(c) for c in chunks], r)
     t_pad_seq, _ = timed(lambda: [collate_pad_sequence(c) for c in chunks], r)
     a, b = collate(chunks[0]), collate_pad_sequence(chunks[0])
-    assert all(torch.equal(getattr(a, f), getattr(b, f)) for f in ("src", "src_mask", "tgt_in", "tgt_out", "tgt_mask")), "contenders disagree"
+    assert all(
+        torch.equal(getattr(a, f), getattr(b, f)) for f in ("src", "src_mask", "tgt_in", "tgt_out", "tgt_mask")
+    ), "contenders disagree"
 
     total = t_gen + t_vocab + t_loader + t_epoch
     print(f"{'stage':<52}{'seconds':>9}")
     print(f"{f'generate {n:,} pairs ({n_tokens:,} tokens)':<52}{t_gen:>9.2f}   ({n / t_gen:,.0f} pairs/s)")
     print(f"{'re-tokenize every sentence from its text':<52}{t_tok:>9.2f}   ({2 * n / t_tok:,.0f} sentences/s)")
-    print(f"{f'build both vocabularies ({len(train):,} training pairs)':<52}{t_vocab:>9.2f}   ({len(src_vocab)} / {len(tgt_vocab)} tokens)")
+    print(
+        f"{f'build both vocabularies ({len(train):,} training pairs)':<52}{t_vocab:>9.2f}   ({len(src_vocab)} / {len(tgt_vocab)} tokens)"
+    )
     print(f"{'encode the training pairs (make_batches)':<52}{t_loader:>9.2f}")
     print(f"{f'one epoch of {n_batches:,} bucketed batches':<52}{t_epoch:>9.2f}   (padding {share:.1%})")
     print(f"{'generate + vocabularies + encode + one epoch':<52}{total:>9.2f}")
@@ -105,14 +121,42 @@ def main(argv=None) -> int:
     print(f"{f'collate, {len(chunks)} batches: attnbook.data.collate':<52}{t_ours:>9.3f}")
     print(f"{f'collate, {len(chunks)} batches: pad_sequence':<52}{t_pad_seq:>9.3f}")
     print(f"{'  ratio pad_sequence / collate':<52}{t_pad_seq / t_ours:>9.2f}")
-    record.figure("setup", {"pairs": n, "tokens": n_tokens, "training_pairs": len(train), "batch_size": args.batch_size,
-                            "repeats": r, "vocabulary": [len(src_vocab), len(tgt_vocab)]})
-    record.figure("seconds", {key: round(value, 3) for key, value in {
-        "generate": t_gen, "tokenize": t_tok, "vocabularies": t_vocab, "encode": t_loader, "epoch_bucketed": t_epoch,
-        "total": total, "epoch_random": t_epoch_plain, "collate_ours": t_ours, "collate_pad_sequence": t_pad_seq}.items()})
+    record.figure(
+        "setup",
+        {
+            "pairs": n,
+            "tokens": n_tokens,
+            "training_pairs": len(train),
+            "batch_size": args.batch_size,
+            "repeats": r,
+            "vocabulary": [len(src_vocab), len(tgt_vocab)],
+        },
+    )
+    record.figure(
+        "seconds",
+        {
+            key: round(value, 3)
+            for key, value in {
+                "generate": t_gen,
+                "tokenize": t_tok,
+                "vocabularies": t_vocab,
+                "encode": t_loader,
+                "epoch_bucketed": t_epoch,
+                "total": total,
+                "epoch_random": t_epoch_plain,
+                "collate_ours": t_ours,
+                "collate_pad_sequence": t_pad_seq,
+            }.items()
+        },
+    )
     record.figure("padding_share", {"bucketed": round(share, 4), "random": round(share_plain, 4)})
-    record.figure("ratios", {"random_over_bucketed": round(t_epoch_plain / t_epoch, 2),
-                             "pad_sequence_over_collate": round(t_pad_seq / t_ours, 2)})
+    record.figure(
+        "ratios",
+        {
+            "random_over_bucketed": round(t_epoch_plain / t_epoch, 2),
+            "pad_sequence_over_collate": round(t_pad_seq / t_ours, 2),
+        },
+    )
     return record.finish()
 
 

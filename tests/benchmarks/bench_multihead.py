@@ -155,25 +155,43 @@ def report(B: int, T: int, d: int, h: int, bias: bool, target: float | None, tim
     print(f"  ours / torch (faster form)   {medians['ours'] / torch_best:6.3f}")
     print(f"  ours / d2l                   {medians['ours'] / medians['d2l']:6.3f}")
     print(f"  ours / minimal SDPA module   {medians['ours'] / medians['minimal SDPA module']:6.3f}")
-    print(f"  ours / faster peer ({best_peer}): {ratio:.3f} (ratio of medians); per round: median "
-          f"{statistics.median(per_round):.3f}, 95% interval {low:.3f} to {high:.3f}")
-    record.figure(label, {
-        "B": B, "T": T, "d_model": d, "heads": h, "bias": bias, "rounds": rounds,
-        "median_ms": {name: round(m * 1e3, 3) for name, m in medians.items()},
-        "over_floor": {name: round(m / floor, 3) for name, m in medians.items()},
-        "ours_over_faster_peer": round(ratio, 3), "faster_peer": best_peer,
-        "ours_over_faster_peer_per_round": {"median": round(statistics.median(per_round), 3),
-                                            "interval_95": [round(low, 3), round(high, 3)]},
-        "ours_over_floor_per_round_median": round(statistics.median(over_floor), 3),
-    })
+    print(
+        f"  ours / faster peer ({best_peer}): {ratio:.3f} (ratio of medians); per round: median "
+        f"{statistics.median(per_round):.3f}, 95% interval {low:.3f} to {high:.3f}"
+    )
+    record.figure(
+        label,
+        {
+            "B": B,
+            "T": T,
+            "d_model": d,
+            "heads": h,
+            "bias": bias,
+            "rounds": rounds,
+            "median_ms": {name: round(m * 1e3, 3) for name, m in medians.items()},
+            "over_floor": {name: round(m / floor, 3) for name, m in medians.items()},
+            "ours_over_faster_peer": round(ratio, 3),
+            "faster_peer": best_peer,
+            "ours_over_faster_peer_per_round": {
+                "median": round(statistics.median(per_round), 3),
+                "interval_95": [round(low, 3), round(high, 3)],
+            },
+            "ours_over_floor_per_round_median": round(statistics.median(over_floor), 3),
+        },
+    )
     if target is None:
         met = record.target(f"ours / floor, {label}", medians["ours"] / floor, FLOOR_TARGET)
         print(f"  target ours / floor <= {FLOOR_TARGET}: {medians['ours'] / floor:.3f}, {'met' if met else 'NOT met'}")
         tie = low <= 1.0
-        record.target(f"ours / faster peer, {label}", statistics.median(per_round), 1.0, met=tie,
-                      rule=f"tie: 95% CI {low:.3f}-{high:.3f}",
-                      note="tie: parity within noise, met while the 95% confidence interval "
-                           "of the median per-round ratio reaches 1.0")
+        record.target(
+            f"ours / faster peer, {label}",
+            statistics.median(per_round),
+            1.0,
+            met=tie,
+            rule=f"tie: 95% CI {low:.3f}-{high:.3f}",
+            note="tie: parity within noise, met while the 95% confidence interval "
+            "of the median per-round ratio reaches 1.0",
+        )
         print(f"  target parity with the faster peer (95% interval reaches 1.0): {'met' if tie else 'NOT met'}")
     else:
         met = record.target(f"ours / faster peer, {label}", ratio, target)

@@ -47,7 +47,9 @@ def run_alone(path: Path, timeout: int = 900) -> tuple[float, float]:
 
     nb = nbformat.read(path, as_version=4)
     os.environ.update({"PYTHONHASHSEED": "0", "ATTNBOOK_STRICT_WARNINGS": "1"})
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
     # The kernel's own start-up chatter (its transport warning) is not part of the report.
     with client.setup_kernel(stderr=subprocess.DEVNULL):
         start = time.perf_counter()

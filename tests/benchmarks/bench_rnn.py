@@ -61,8 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     loader = make_batches(corpus.train, corpus.src_vocab, corpus.tgt_vocab, batch_size=BATCH, shuffle=True, seed=0)
     batches = [b for _, b in zip(range(args.batches), loader)]
     n_tokens = sum(int((b.tgt_out != 0).sum()) for b in batches)
-    print(f"{len(batches)} batches of {BATCH} pairs, {n_tokens} target tokens; embed={EMBED}, hidden={HIDDEN}; "
-          f"median of {args.repeats} passes")
+    print(
+        f"{len(batches)} batches of {BATCH} pairs, {n_tokens} target tokens; embed={EMBED}, hidden={HIDDEN}; "
+        f"median of {args.repeats} passes"
+    )
 
     rates: dict[tuple[str, int], float] = {}
     for threads in args.threads:
@@ -84,11 +86,27 @@ def main(argv: list[str] | None = None) -> int:
         first, last = args.threads[0], args.threads[-1]
         for name in ("plain", "attention"):
             print(f"{name}: {last} threads / {first} thread(s) = {rates[name, last] / rates[name, first]:.2f}x")
-    record.figure("setup", {"batches": len(batches), "batch_size": BATCH, "target_tokens": n_tokens, "embed": EMBED,
-                            "hidden": HIDDEN, "repeats": args.repeats})
-    record.figure("tokens_per_second", {f"{name}, {threads} threads": round(rate) for (name, threads), rate in rates.items()})
-    record.figure("plain_over_attention", {f"{threads} threads": round(rates["plain", threads] / rates["attention", threads], 2)
-                                           for threads in args.threads})
+    record.figure(
+        "setup",
+        {
+            "batches": len(batches),
+            "batch_size": BATCH,
+            "target_tokens": n_tokens,
+            "embed": EMBED,
+            "hidden": HIDDEN,
+            "repeats": args.repeats,
+        },
+    )
+    record.figure(
+        "tokens_per_second", {f"{name}, {threads} threads": round(rate) for (name, threads), rate in rates.items()}
+    )
+    record.figure(
+        "plain_over_attention",
+        {
+            f"{threads} threads": round(rates["plain", threads] / rates["attention", threads], 2)
+            for threads in args.threads
+        },
+    )
     return record.finish()
 
 

@@ -145,8 +145,14 @@ def _d2l_model():
 
 def _ours(like: str = "paper") -> Transformer:
     """Our model; ``like`` says where it drops: as the paper does, or as ``torch`` or ``d2l`` do."""
-    extra = {"paper": {}, "torch": {"attention_dropout": DROPOUT, "ffn_dropout": DROPOUT}, "d2l": {"attention_dropout": DROPOUT}}
-    return Transformer(TransformerConfig(VOCAB, VOCAB, D_MODEL, HEADS, LAYERS, D_FF, DROPOUT, max_len=128, **extra[like]))
+    extra = {
+        "paper": {},
+        "torch": {"attention_dropout": DROPOUT, "ffn_dropout": DROPOUT},
+        "d2l": {"attention_dropout": DROPOUT},
+    }
+    return Transformer(
+        TransformerConfig(VOCAB, VOCAB, D_MODEL, HEADS, LAYERS, D_FF, DROPOUT, max_len=128, **extra[like])
+    )
 
 
 # --- part 1: a training step ---------------------------------------------------------------------
@@ -172,7 +178,9 @@ def bench_training(rounds: int, warmup: int = 3, seed: int = 0) -> dict[str, lis
     inputs = {name: (src, src_mask, tgt_in) for name in models}  # d2l masks by lengths
     inputs["d2l"] = (src, lengths, tgt_in)
     models["d2l"](*inputs["d2l"])  # materialize d2l's lazy layers
-    optimizers = {name: torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9) for name, m in models.items()}
+    optimizers = {
+        name: torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9) for name, m in models.items()
+    }
     for m in models.values():
         m.train()
 
@@ -200,11 +208,17 @@ def bench_training(rounds: int, warmup: int = 3, seed: int = 0) -> dict[str, lis
 
 def report_training(times: dict[str, list[float]], record: Report) -> None:
     medians = {name: statistics.median(t) for name, t in times.items()}
-    print(f"\nTraining step (forward, backward, Adam), B={BATCH}, S=T={LENGTH}, d={D_MODEL}, {HEADS} heads, "
-          f"{LAYERS}+{LAYERS} layers, d_ff={D_FF}, V={VOCAB}, dropout {DROPOUT}: median of {len(times['ours'])} rounds")
+    print(
+        f"\nTraining step (forward, backward, Adam), B={BATCH}, S=T={LENGTH}, d={D_MODEL}, {HEADS} heads, "
+        f"{LAYERS}+{LAYERS} layers, d_ff={D_FF}, V={VOCAB}, dropout {DROPOUT}: median of {len(times['ours'])} rounds"
+    )
     for name, m in medians.items():
         print(f"  {name:<28} {m * 1e3:8.1f} ms")
-    figures = {"dropout": DROPOUT, "rounds": len(times["ours"]), "median_ms": {n: round(m * 1e3, 1) for n, m in medians.items()}}
+    figures = {
+        "dropout": DROPOUT,
+        "rounds": len(times["ours"]),
+        "median_ms": {n: round(m * 1e3, 1) for n, m in medians.items()},
+    }
     if DROPOUT > 0:
         figures["ours_over_torch_same_dropout"] = round(medians["ours, dropping like torch"] / medians["torch"], 3)
         figures["ours_over_d2l_same_dropout"] = round(medians["ours, dropping like d2l"] / medians["d2l"], 3)
@@ -220,18 +234,28 @@ def report_training(times: dict[str, list[float]], record: Report) -> None:
     low, high = median_interval(per_round)
     print(f"  ours / torch                 {medians['ours'] / medians['torch']:8.3f}")
     print(f"  ours / d2l                   {medians['ours'] / medians['d2l']:8.3f}")
-    print(f"  ours / faster of the two     {ratio:8.3f}   (ratio of medians; per round: median "
-          f"{statistics.median(per_round):.3f}, 95% interval {low:.3f} to {high:.3f})")
-    figures.update(ours_over_torch=round(medians["ours"] / medians["torch"], 3),
-                   ours_over_d2l=round(medians["ours"] / medians["d2l"], 3),
-                   ours_over_faster=round(ratio, 3), per_round_median=round(statistics.median(per_round), 3),
-                   per_round_interval_95=[round(low, 3), round(high, 3)])
+    print(
+        f"  ours / faster of the two     {ratio:8.3f}   (ratio of medians; per round: median "
+        f"{statistics.median(per_round):.3f}, 95% interval {low:.3f} to {high:.3f})"
+    )
+    figures.update(
+        ours_over_torch=round(medians["ours"] / medians["torch"], 3),
+        ours_over_d2l=round(medians["ours"] / medians["d2l"], 3),
+        ours_over_faster=round(ratio, 3),
+        per_round_median=round(statistics.median(per_round), 3),
+        per_round_interval_95=[round(low, 3), round(high, 3)],
+    )
     record.figure("training", figures)
     tie = low <= TRAIN_TARGET
-    record.target("training step, ours / faster of torch and d2l", statistics.median(per_round), TRAIN_TARGET, met=tie,
-                  rule=f"tie: 95% CI {low:.3f}-{high:.3f}",
-                  note="tie: parity within noise, met while the 95% confidence interval "
-                       "of the median per-round ratio reaches 1.0")
+    record.target(
+        "training step, ours / faster of torch and d2l",
+        statistics.median(per_round),
+        TRAIN_TARGET,
+        met=tie,
+        rule=f"tie: 95% CI {low:.3f}-{high:.3f}",
+        note="tie: parity within noise, met while the 95% confidence interval "
+        "of the median per-round ratio reaches 1.0",
+    )
     print(f"  target parity with the faster (95% interval reaches {TRAIN_TARGET}): {'met' if tie else 'NOT met'}")
 
 
@@ -255,7 +279,9 @@ def bench_cache(batch: int, rounds: int, warmup: int = 1, seed: int = 0) -> dict
     model = _ours().eval()
     src, src_mask, *_ = _batch(seed)
     src, src_mask = src[:batch], src_mask[:batch]
-    assert torch.equal(_generate(model, src, src_mask, True), _generate(model, src, src_mask, False)), "cached != uncached"
+    assert torch.equal(_generate(model, src, src_mask, True), _generate(model, src, src_mask, False)), (
+        "cached != uncached"
+    )
     times: dict[str, list[float]] = {"cached": [], "uncached": []}
     order = list(times)
     shuffle = random.Random(seed)
@@ -272,11 +298,20 @@ def bench_cache(batch: int, rounds: int, warmup: int = 1, seed: int = 0) -> dict
 def report_cache(batch: int, times: dict[str, list[float]], target: float | None, record: Report) -> None:
     cached, uncached = statistics.median(times["cached"]), statistics.median(times["uncached"])
     speedup = uncached / cached
-    print(f"\nGreedy decoding of {GENERATED} tokens, batch {batch}, source length {LENGTH}: median of {len(times['cached'])} rounds")
+    print(
+        f"\nGreedy decoding of {GENERATED} tokens, batch {batch}, source length {LENGTH}: median of {len(times['cached'])} rounds"
+    )
     print(f"  with the key-value cache     {cached * 1e3:8.1f} ms")
     print(f"  without (whole prefix)       {uncached * 1e3:8.1f} ms")
-    record.figure(f"decoding, batch {batch}", {"cached_ms": round(cached * 1e3, 1), "uncached_ms": round(uncached * 1e3, 1),
-                                               "speedup": round(speedup, 2), "rounds": len(times["cached"])})
+    record.figure(
+        f"decoding, batch {batch}",
+        {
+            "cached_ms": round(cached * 1e3, 1),
+            "uncached_ms": round(uncached * 1e3, 1),
+            "speedup": round(speedup, 2),
+            "rounds": len(times["cached"]),
+        },
+    )
     if target is None:
         print(f"  speed-up                     {speedup:8.2f} x")
         return
@@ -289,7 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15, help="timed training rounds (default 15)")
     parser.add_argument("--decode-rounds", type=int, default=5, help="timed decoding rounds (default 5)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--dropout", type=float, default=0.0, help="0 (default, with the target) or e.g. 0.1 (no target)")
+    parser.add_argument(
+        "--dropout", type=float, default=0.0, help="0 (default, with the target) or e.g. 0.1 (no target)"
+    )
     parser.add_argument("--skip-decoding", action="store_true", help="time the training step only")
     args = parser.parse_args(argv)
     record = Report(__file__, argv)

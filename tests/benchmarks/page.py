@@ -92,10 +92,12 @@ def machine_line(record: dict) -> str:
     m = record.get("machine", {})
     load = record.get("load_before") or ["n/a"]
     after = record.get("load_after") or ["n/a"]
-    return (f"{m.get('cpu', '?')} ({m.get('cpu_capability', '?')} kernels), {m.get('logical_cpus', '?')} logical CPUs, "
-            f"{m.get('torch_threads', '?')} torch threads, torch {m.get('torch', '?')}, "
-            f"started {record.get('started', '?')}, {number(record.get('seconds'))} s; "
-            f"load average {number(load[0])} before, {number(after[0])} after")
+    return (
+        f"{m.get('cpu', '?')} ({m.get('cpu_capability', '?')} kernels), {m.get('logical_cpus', '?')} logical CPUs, "
+        f"{m.get('torch_threads', '?')} torch threads, torch {m.get('torch', '?')}, "
+        f"started {record.get('started', '?')}, {number(record.get('seconds'))} s; "
+        f"load average {number(load[0])} before, {number(after[0])} after"
+    )
 
 
 def render(folder: Path = RECORDED) -> str:
@@ -108,13 +110,29 @@ def render(folder: Path = RECORDED) -> str:
     for record in records:
         for t in record.get("targets", []):
             limit = t.get("rule") or f"{t['comparison']} {number(t['limit'])}"
-            rows.append([record["script"].removeprefix("bench_"), t["name"], number(t["measured"]), limit,
-                         "met" if t["met"] else "**not met**"])
+            rows.append(
+                [
+                    record["script"].removeprefix("bench_"),
+                    t["name"],
+                    number(t["measured"]),
+                    limit,
+                    "met" if t["met"] else "**not met**",
+                ]
+            )
     lines += ["### The targets", ""]
-    lines += _table(["benchmark", "target", "measured", "limit", "result"], rows) if rows else ["No target recorded.", ""]
+    lines += (
+        _table(["benchmark", "target", "measured", "limit", "result"], rows) if rows else ["No target recorded.", ""]
+    )
     for record in records:
         script = record["script"]
-        lines += [f"### `{script}.py`", "", f"*{ABOUT.get(script, script)}.*", "", f"Machine: {machine_line(record)}.", ""]
+        lines += [
+            f"### `{script}.py`",
+            "",
+            f"*{ABOUT.get(script, script)}.*",
+            "",
+            f"Machine: {machine_line(record)}.",
+            "",
+        ]
         for t in record.get("targets", []):
             if t.get("note"):
                 lines += [f"Note on the target {t['name']!r}: {t['note']}", ""]

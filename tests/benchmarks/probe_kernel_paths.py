@@ -193,8 +193,10 @@ def child_replay(recorded: Path, out: Path) -> None:
         for name, (args, kwargs), expected, state in ops:
             func = _resolve(torch, name)
             args, kwargs = tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, (args, kwargs))
-            kwargs = {k: getattr(torch, v[1]) if isinstance(v, tuple) and v[:1] == ("memory_format",) else v
-                      for k, v in kwargs.items()}
+            kwargs = {
+                k: getattr(torch, v[1]) if isinstance(v, tuple) and v[:1] == ("memory_format",) else v
+                for k, v in kwargs.items()
+            }
             torch.set_rng_state(state)
             got = func(*args, **kwargs)
             if name.endswith("_.default") or "_foreach" in name:  # in place: the result is in the inputs
@@ -230,7 +232,9 @@ def child_train(out: Path, dtype: str, steps: int) -> None:
     torch.set_default_dtype(getattr(torch, dtype))
     corpus = load_corpus(n_pairs=4000, seed=0, max_len=25)
     torch.manual_seed(0)
-    model = Seq2Seq(Seq2SeqConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), embed_size=64, hidden_size=128, attention=True))
+    model = Seq2Seq(
+        Seq2SeqConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), embed_size=64, hidden_size=128, attention=True)
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
     done = 0
     while done < steps:
@@ -319,13 +323,21 @@ def record(path: Path, folder: Path) -> int:
     for dtype in ("float32", "float64"):
         compared = compare_paths(dtype, folder)
         rows = [
-            {"step": step_name, "operation": op, "path": label, "calls that differ": d, "calls": c,
-             "largest relative difference": float(f"{r:.1g}")}
+            {
+                "step": step_name,
+                "operation": op,
+                "path": label,
+                "calls that differ": d,
+                "calls": c,
+                "largest relative difference": float(f"{r:.1g}"),
+            }
             for (step_name, op), by_path in sorted(compared["differing"].items())
             for label, (d, c, r) in by_path.items()
         ]
-        largest = {label: max((row["largest relative difference"] for row in rows if row["path"] == label), default=0.0)
-                   for label in compared["capability"]}
+        largest = {
+            label: max((row["largest relative difference"] for row in rows if row["path"] == label), default=0.0)
+            for label in compared["capability"]
+        }
         report[dtype] = {"differing operations": rows, "largest relative difference by path": largest}
         for label, changes in PATHS.items():
             entry = report["paths"].setdefault(label, {"environment": changes})
@@ -344,16 +356,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--train-steps", type=int, default=150)
     parser.add_argument("--skip-train", action="store_true")
-    parser.add_argument("--record", type=Path, metavar="JSON",
-                        help="compare the paths in float32 and float64 (no training) and write the tables here")
+    parser.add_argument(
+        "--record",
+        type=Path,
+        metavar="JSON",
+        help="compare the paths in float32 and float64 (no training) and write the tables here",
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.child:
         mode, *rest = args.child
-        {"record": lambda: child_record(Path(rest[0]), rest[1]),
-         "replay": lambda: child_replay(Path(rest[0]), Path(rest[1])),
-         "train": lambda: child_train(Path(rest[0]), rest[1], int(rest[2]))}[mode]()
+        {
+            "record": lambda: child_record(Path(rest[0]), rest[1]),
+            "replay": lambda: child_replay(Path(rest[0]), Path(rest[1])),
+            "train": lambda: child_train(Path(rest[0]), rest[1], int(rest[2])),
+        }[mode]()
         return 0
 
     folder = Path(tempfile.mkdtemp(prefix="kernel-paths-"))
@@ -385,8 +403,11 @@ def main(argv: list[str] | None = None) -> int:
                 if label == "reference":
                     continue
                 drift = (res["params"] - ref["params"]).abs().max().item()
-                print(f"  {dtype} {label:>20}: largest parameter difference {drift:.1e}, "
-                      f"loss {res['loss']:.6f} (reference {ref['loss']:.6f})", flush=True)
+                print(
+                    f"  {dtype} {label:>20}: largest parameter difference {drift:.1e}, "
+                    f"loss {res['loss']:.6f} (reference {ref['loss']:.6f})",
+                    flush=True,
+                )
     return 0
 
 

@@ -65,23 +65,53 @@ def rows_of(script: Path, status: int, seconds: float, record: dict | None) -> l
         why = f"exit status {status}, no results written" if status else "no results written"
         return [{"script": name, "target": why, "measured": None, "limit": None, "result": "ERROR", "ok": False}]
     if status not in (0, 1) or (status == 1 and all(t["met"] for t in record["targets"])):
-        return [{"script": name, "target": f"exit status {status} after writing its results", "measured": None,
-                 "limit": None, "result": "ERROR", "ok": False}]
+        return [
+            {
+                "script": name,
+                "target": f"exit status {status} after writing its results",
+                "measured": None,
+                "limit": None,
+                "result": "ERROR",
+                "ok": False,
+            }
+        ]
     if not record["targets"]:
-        return [{"script": name, "target": "figures only, no target", "measured": None, "limit": None,
-                 "result": f"ran, {seconds:.0f} s", "ok": True}]
+        return [
+            {
+                "script": name,
+                "target": "figures only, no target",
+                "measured": None,
+                "limit": None,
+                "result": f"ran, {seconds:.0f} s",
+                "ok": True,
+            }
+        ]
     return [
-        {"script": name, "target": t["name"], "measured": t["measured"],
-         "limit": t.get("rule") or f"{t['comparison']} {format_number(t['limit'])}",
-         "result": "met" if t["met"] else "NOT met", "ok": t["met"], "note": t.get("note", "")}
+        {
+            "script": name,
+            "target": t["name"],
+            "measured": t["measured"],
+            "limit": t.get("rule") or f"{t['comparison']} {format_number(t['limit'])}",
+            "result": "met" if t["met"] else "NOT met",
+            "ok": t["met"],
+            "note": t.get("note", ""),
+        }
         for t in record["targets"]
     ]
 
 
 def table(rows: list[dict]) -> str:
     head = ("benchmark", "target", "measured", "limit", "result")
-    cells = [(r["script"], r["target"], "" if r["measured"] is None else format_number(r["measured"]),
-              r["limit"] or "", r["result"]) for r in rows]
+    cells = [
+        (
+            r["script"],
+            r["target"],
+            "" if r["measured"] is None else format_number(r["measured"]),
+            r["limit"] or "",
+            r["result"],
+        )
+        for r in rows
+    ]
     widths = [max(len(str(c[i])) for c in [head, *cells]) for i in range(len(head))]
     align = ["<", "<", ">", "<", "<"]
     lines = ["  ".join(f"{str(c[i]):{align[i]}{widths[i]}}" for i in range(len(head))).rstrip() for c in [head, *cells]]
@@ -106,14 +136,23 @@ def main(argv: list[str] | None = None) -> int:
     rows, runs, threads = [], [], {}
     for i, script in enumerate(todo, 1):
         now = load()
-        print(f"\n{'=' * 100}\n[{i}/{len(todo)}] {script.name}   (load average {now[0] if now else 'n/a'})\n{'=' * 100}", flush=True)
+        print(
+            f"\n{'=' * 100}\n[{i}/{len(todo)}] {script.name}   (load average {now[0] if now else 'n/a'})\n{'=' * 100}",
+            flush=True,
+        )
         status, seconds = run(script, run_id)
         record = read_record(script, run_id)
         rows += rows_of(script, status, seconds, record)
         if record is not None and "torch_threads" in record["machine"]:
             threads[script.stem.removeprefix("bench_")] = record["machine"]["torch_threads"]
-        runs.append({"script": script.stem, "exit_status": status, "seconds": round(seconds, 1),
-                     "results": None if record is None else f"{script.stem}.json"})
+        runs.append(
+            {
+                "script": script.stem,
+                "exit_status": status,
+                "seconds": round(seconds, 1),
+                "results": None if record is None else f"{script.stem}.json",
+            }
+        )
     total = time.perf_counter() - start
     load_after = load()
     info = machine()
@@ -125,14 +164,24 @@ def main(argv: list[str] | None = None) -> int:
             notes.setdefault(r["note"], []).append(r["script"])
     for note, where in notes.items():
         print(f"\n{note} ({', '.join(dict.fromkeys(where))})")
-    print(f"\nmachine: {describe(info, load_before, load_after)} (load over 1, 5, 15 min: "
-          f"before {load_before}, after {load_after})")
+    print(
+        f"\nmachine: {describe(info, load_before, load_after)} (load over 1, 5, 15 min: "
+        f"before {load_before}, after {load_after})"
+    )
     if threads:
         print("torch threads at the end of each benchmark: " + ", ".join(f"{k} {v}" for k, v in threads.items()))
     failed = [r for r in rows if not r["ok"]]
     print("every target met" if not failed else f"{len(failed)} of {len(rows)} lines NOT met or failed")
-    summary = {"run_id": run_id, "started": started.isoformat(timespec="seconds"), "seconds": round(total, 1),
-               "machine": info, "load_before": load_before, "load_after": load_after, "runs": runs, "rows": rows}
+    summary = {
+        "run_id": run_id,
+        "started": started.isoformat(timespec="seconds"),
+        "seconds": round(total, 1),
+        "machine": info,
+        "load_before": load_before,
+        "load_after": load_after,
+        "runs": runs,
+        "rows": rows,
+    }
     results_dir().mkdir(parents=True, exist_ok=True)
     (results_dir() / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     if args.record:

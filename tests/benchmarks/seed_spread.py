@@ -65,8 +65,9 @@ def chapter3(seed: int) -> dict:
     result, table = {}, []
     for name, attention in (("plain", False), ("attention", True)):
         torch.manual_seed(seed)
-        config = Seq2SeqConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), embed_size=64, hidden_size=hidden,
-                               attention=attention)
+        config = Seq2SeqConfig(
+            len(corpus.src_vocab), len(corpus.tgt_vocab), embed_size=64, hidden_size=hidden, attention=attention
+        )
         model = Seq2Seq(config)
         train(model, train_batches, valid_batches, epochs=epochs, lr=5e-3, plot=False, verbose=False)
         hypotheses = translate(model, sources, corpus.src_vocab, corpus.tgt_vocab)
@@ -133,7 +134,9 @@ def chapter5(seed: int) -> dict:
             correct = (model(test_tokens).argmax(-1) == test_targets)[:, 2:].float().mean(dim=(0, 1))
         n_params = sum(p.numel() for p in model.parameters())
         result[f"{heads} head{'s' if heads > 1 else ''}"] = {
-            "accuracy one back": round(correct[0].item(), 3), "accuracy two back": round(correct[1].item(), 3)}
+            "accuracy one back": round(correct[0].item(), 3),
+            "accuracy two back": round(correct[1].item(), 3),
+        }
         lines.append(f"{heads:>5} {n_params:>11,} {correct[0].item():>16.3f} {correct[1].item():>16.3f}")
     result["table"] = "\n".join(lines)
     return result
@@ -203,11 +206,21 @@ def _figures(run: dict, prefix: str = "") -> dict[str, float]:
 def largest_change(runs: dict[str, dict], reference: str) -> dict:
     """The printed figure that moved most, relative to the reference run's, over the other runs."""
     ref = _figures(runs[reference])
-    moves = [(abs(v / ref[k] - 1), k, name, ref[k], v)
-             for name, run in runs.items() if name != reference
-             for k, v in _figures(run).items() if ref[k]]
+    moves = [
+        (abs(v / ref[k] - 1), k, name, ref[k], v)
+        for name, run in runs.items()
+        if name != reference
+        for k, v in _figures(run).items()
+        if ref[k]
+    ]
     move, figure, run, before, after = max(moves)
-    return {"figure": figure, "run": run, "the chapter's": before, "that run's": after, "relative change": round(move, 2)}
+    return {
+        "figure": figure,
+        "run": run,
+        "the chapter's": before,
+        "that run's": after,
+        "relative change": round(move, 2),
+    }
 
 
 def cpu_ratio(results: dict[str, dict]) -> float:
@@ -250,7 +263,8 @@ def record(path: Path, jobs: int) -> dict:
     spread = report["chapter 3"]["runs"].values()
     report["chapter 3"]["range over the runs"] = {
         f"{model} {what}": [min(r[model][what] for r in spread), max(r[model][what] for r in spread)]
-        for model in ("plain", "attention") for what in ("all",)
+        for model in ("plain", "attention")
+        for what in ("all",)
     }
     report["chapter 3"]["range over the runs"]["attention / plain on the longest sentences"] = [
         min(r["attention / plain on the longest sentences"] for r in spread),

@@ -46,8 +46,9 @@ def write_pairs(path: Path, n_pairs: int) -> Path:
 
 def _command(*args: str) -> str:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-m", "attnbook.translate", *args], cwd=ROOT, env=env,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "attnbook.translate", *args], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     if result.returncode:
         raise RuntimeError(f"attnbook-translate {' '.join(args)} failed:\n{result.stderr[-2000:]}")
     return result.stdout
@@ -55,12 +56,30 @@ def _command(*args: str) -> str:
 
 def one_run(pairs: Path, out: Path, dropout: float) -> dict:
     """Train with ``dropout`` for the budget, score greedily; the figures the log and the scores give."""
-    trained = _command("train", "--pairs", str(pairs), "--src", "en", "--tgt", "fr", "--out", str(out),
-                       "--epochs", str(EPOCHS), "--dropout", str(dropout), "--device", "cpu")
+    trained = _command(
+        "train",
+        "--pairs",
+        str(pairs),
+        "--src",
+        "en",
+        "--tgt",
+        "fr",
+        "--out",
+        str(out),
+        "--epochs",
+        str(EPOCHS),
+        "--dropout",
+        str(dropout),
+        "--device",
+        "cpu",
+    )
     scored = _command("evaluate", str(out), "--beam", "1", "--device", "cpu")
     log = [json.loads(line) for line in (out / "log.jsonl").read_text(encoding="utf-8").splitlines()]
     epochs = [e for e in log if e["event"] == "epoch"]
-    scores = {m.group(1).strip(): float(m.group(2)) for m in re.finditer(r"^(BLEU, lowercase|BLEU|chrF)\s+([\d.]+)", scored, re.M)}
+    scores = {
+        m.group(1).strip(): float(m.group(2))
+        for m in re.finditer(r"^(BLEU, lowercase|BLEU|chrF)\s+([\d.]+)", scored, re.M)
+    }
     split = re.search(r"split by checksum: ([\d,]+) training, ([\d,]+) validation, ([\d,]+) test", trained)
     print(f"  dropout {dropout}: done", flush=True)
     return {
@@ -97,9 +116,15 @@ def record(path: Path) -> dict:
         "budget": f"--epochs {EPOCHS}",
         "threads per run": 1,
         "dtype": defaults.dtype,
-        "model": {"d_model": defaults.d_model, "num_layers": defaults.num_layers, "num_heads": defaults.num_heads,
-                  "d_ff": defaults.d_ff, "batch_tokens": defaults.batch_tokens, "warmup": defaults.warmup,
-                  "lr_factor": defaults.lr_factor},
+        "model": {
+            "d_model": defaults.d_model,
+            "num_layers": defaults.num_layers,
+            "num_heads": defaults.num_heads,
+            "d_ff": defaults.d_ff,
+            "batch_tokens": defaults.batch_tokens,
+            "warmup": defaults.warmup,
+            "lr_factor": defaults.lr_factor,
+        },
         "runs": runs,
         "BLEU without dropout minus BLEU with": round(runs[0]["test BLEU, greedy"] - runs[1]["test BLEU, greedy"], 1),
     }
@@ -114,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = record(args.record)
     for run in report["runs"]:
-        print(f"dropout {run['dropout']}: {run['steps']} steps, validation loss {run['validation loss after each epoch']}, "
-              f"test BLEU {run['test BLEU, greedy']} (greedy)")
+        print(
+            f"dropout {run['dropout']}: {run['steps']} steps, validation loss {run['validation loss after each epoch']}, "
+            f"test BLEU {run['test BLEU, greedy']} (greedy)"
+        )
     print(f"written to {args.record}")
     return 0
 

@@ -145,9 +145,13 @@ def read_anki_pairs(
     src_lang, tgt_lang = language(src_lang), language(tgt_lang)
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"no corpus file at {str(path)!r}: check the path, or fetch d2l's English–French file with download_fra_eng()")
+        raise FileNotFoundError(
+            f"no corpus file at {str(path)!r}: check the path, or fetch d2l's English–French file with download_fra_eng()"
+        )
     if path.is_dir():
-        raise IsADirectoryError(f"{str(path)!r} is a directory; give the path of the tab-separated file inside it (for example fra.txt)")
+        raise IsADirectoryError(
+            f"{str(path)!r} is a directory; give the path of the tab-separated file inside it (for example fra.txt)"
+        )
     if max_pairs is not None and max_pairs < 1:
         raise ValueError(f"max_pairs must be >= 1 or None, got {max_pairs}")
     result = AnkiPairs([], str(path))
@@ -303,7 +307,9 @@ def download(
                     f"or fetch the file on a connected machine and put it in {str(cache)!r} as {name!r}."
                 ) from None
         if expected_size is not None and expected_size.isdigit() and received != int(expected_size):
-            raise DownloadError(f"the download of {url} was cut short: {received} of {expected_size} bytes arrived; try again")
+            raise DownloadError(
+                f"the download of {url} was cut short: {received} of {expected_size} bytes arrived; try again"
+            )
         if sha1 is not None and digest.hexdigest() != sha1.lower():
             raise ChecksumError(
                 f"the file downloaded from {url} has SHA-1 {digest.hexdigest()}, but {sha1.lower()} was expected: "

@@ -191,7 +191,7 @@ class Clause:
 
 
 def _has_particle(verb: Verb, obj) -> bool:
-    """"looks FOR the key", "comes BACK"; but "she listens", not "she listens to"."""
+    """ "looks FOR the key", "comes BACK"; but "she listens", not "she listens to"."""
     return verb.particle is not None and (obj is not None or verb.kind == "motion")
 
 
@@ -365,7 +365,9 @@ class _Realizer:
             fr.extend((w, links) for w in c.time.fr)
         return fr
 
-    def _verb_group(self, c: Clause, person: int, plural: bool, gender: str, en_person: str, object_before: NP | None) -> FrTokens:
+    def _verb_group(
+        self, c: Clause, person: int, plural: bool, gender: str, en_person: str, object_before: NP | None
+    ) -> FrTokens:
         add, verb, tense, neg = self.add, c.verb, c.tense, c.neg
         be_present = "am" if en_person == "1sg" else "is" if en_person == "3sg" else "are"
         be_past = "were" if en_person == "other" else "was"
@@ -474,8 +476,10 @@ def french_spelling(tokens: FrTokens) -> FrTokens:
 
 
 def english_spelling(tokens: list[str]) -> list[str]:
-    """"a" becomes "an" before a vowel."""
-    return ["an" if w == "a" and k + 1 < len(tokens) and tokens[k + 1][0] in "aeiou" else w for k, w in enumerate(tokens)]
+    """ "a" becomes "an" before a vowel."""
+    return [
+        "an" if w == "a" and k + 1 < len(tokens) and tokens[k + 1][0] in "aeiou" else w for k, w in enumerate(tokens)
+    ]
 
 
 def realize(sentence: Sentence) -> tuple[list[str], list[str], list[tuple[int, ...]]]:
@@ -539,7 +543,9 @@ class _Builder:
         self.nps: list[NP] = []  # every noun phrase, for adding modifiers
         self.clauses: list[Clause] = []
         self.coordinable: list[tuple[Clause, str]] = []
-        self.top_clauses: list[Clause] = []  # the sentence's own clauses, not relative ones: they take "yesterday", "tomorrow"
+        self.top_clauses: list[
+            Clause
+        ] = []  # the sentence's own clauses, not relative ones: they take "yesterday", "tomorrow"
 
     # -- noun phrases --
     def new_np(self, tags: frozenset[str], depth: int, subject: bool = False, allow_bare: bool = False) -> NP:
@@ -577,7 +583,9 @@ class _Builder:
         u = rng.random()
         return tense, (None if u < 0.65 else "pas" if u < 0.9 else "jamais")
 
-    def new_clause(self, budget: int, depth: int, gap_subject: NP | None = None, gap_object: NP | None = None) -> Clause | None:
+    def new_clause(
+        self, budget: int, depth: int, gap_subject: NP | None = None, gap_object: NP | None = None
+    ) -> Clause | None:
         """A clause of at most ``budget`` English tokens (None if none fits after a few tries)."""
         for attempt in range(8):
             small = attempt >= 4
@@ -635,7 +643,9 @@ class _Builder:
     def _copula_clause(self, subj, tense: str, neg: str | None, depth: int) -> Clause:
         rng = self.rng
         if subj is None:
-            subj = self.new_subject(frozenset({"person", "animal", "thing", "place", "food", "vehicle", "furniture"}), depth)
+            subj = self.new_subject(
+                frozenset({"person", "animal", "thing", "place", "food", "vehicle", "furniture"}), depth
+            )
         clause = Clause(subj, None, tense, neg)
         if isinstance(subj, NP):
             self.coordinable.append((clause, "subj"))
@@ -646,7 +656,11 @@ class _Builder:
         else:
             adjectives = [a for a in self.lex.all_adjs[head.noun] if a is not head.pre and a is not head.post]
             tags = head.noun.tags
-        locatives = [p for p in self.lex.locatives if p.tags & _ANY_PLACE] if tags & frozenset({"person", "animal", "thing", "vehicle", "food"}) else []
+        locatives = (
+            [p for p in self.lex.locatives if p.tags & _ANY_PLACE]
+            if tags & frozenset({"person", "animal", "thing", "vehicle", "food"})
+            else []
+        )
         if adjectives and (not locatives or rng.random() < 0.7):
             clause.pred = AdjP(rng.choice(adjectives))
             if isinstance(head, NP):
@@ -674,7 +688,20 @@ class _Builder:
                 failures += 1
         return s
 
-    _OPS = ("pre", "post", "very", "np_pp", "rel", "possessor", "time", "freq", "adjunct", "coord_np", "coord_clause", "pred_very")
+    _OPS = (
+        "pre",
+        "post",
+        "very",
+        "np_pp",
+        "rel",
+        "possessor",
+        "time",
+        "freq",
+        "adjunct",
+        "coord_np",
+        "coord_clause",
+        "pred_very",
+    )
     _WEIGHTS = (3, 3, 1, 2.5, 2.5, 1, 1.5, 1, 2, 1, 1.5, 0.5)
 
     def _grow(self, s: Sentence, room: int) -> int:
@@ -730,7 +757,9 @@ class _Builder:
         elif tags & frozenset({"vehicle", "furniture", "landmark", "door"}):
             options = [p for p in self.lex.locatives if p.en != ("at",)]
         else:  # places: the house near the river
-            options = [p for p in self.lex.locatives if p.en in (("near",), ("next", "to"), ("behind",), ("in", "front", "of"))]
+            options = [
+                p for p in self.lex.locatives if p.en in (("near",), ("next", "to"), ("behind",), ("in", "front", "of"))
+            ]
         prep = rng.choice(options)
         start = len(self.nps)
         inner = self.new_np(prep.tags, np.depth + 1)
@@ -826,7 +855,9 @@ class _Builder:
         current = getattr(clause, slot)
         if isinstance(current, Coord) or not isinstance(current, NP):
             return 0
-        tags = current.noun.tags & frozenset({"person", "animal", "food", "drink", "thing", "vehicle", "place", "song", "readable"})
+        tags = current.noun.tags & frozenset(
+            {"person", "animal", "food", "drink", "thing", "vehicle", "place", "song", "readable"}
+        )
         start = len(self.nps)
         other = self.new_np(tags or current.noun.tags, current.depth, allow_bare=slot == "obj")
         delta = 1 + other.en_len()
@@ -864,13 +895,17 @@ def _length_weights(length_dist, min_len: int, max_len: int) -> list[float]:
             return [1.0] * len(lengths)
         if length_dist == "natural":  # most sentences short, a long tail, like real sentence pairs
             return [L**2 * math.exp(-L / 3.5) for L in lengths]
-        raise ValueError(f"unknown length_dist {length_dist!r}: use 'uniform', 'natural', a list of weights or a dict length -> weight")
+        raise ValueError(
+            f"unknown length_dist {length_dist!r}: use 'uniform', 'natural', a list of weights or a dict length -> weight"
+        )
     if isinstance(length_dist, dict):
         weights = [float(length_dist.get(L, 0.0)) for L in lengths]
     else:
         weights = [float(w) for w in length_dist]
         if len(weights) != len(lengths):
-            raise ValueError(f"length_dist lists {len(weights)} weights but there are {len(lengths)} lengths from {min_len} to {max_len}")
+            raise ValueError(
+                f"length_dist lists {len(weights)} weights but there are {len(lengths)} lengths from {min_len} to {max_len}"
+            )
     if any(w < 0 or not math.isfinite(w) for w in weights) or sum(weights) <= 0:
         raise ValueError("length_dist weights must be finite, >= 0, and not all 0")
     return weights

@@ -82,7 +82,16 @@ class Diagram:
             self.ax.text(width / 2, height - 0.15, title, ha="center", va="top", fontsize=11, weight="bold", color=INK)
 
     def box(
-        self, name: str, x: float, y: float, label: str, *, w: float = 2.2, h: float = 0.55, role: str = "plain", fontsize: float = 9,
+        self,
+        name: str,
+        x: float,
+        y: float,
+        label: str,
+        *,
+        w: float = 2.2,
+        h: float = 0.55,
+        role: str = "plain",
+        fontsize: float = 9,
         fill: str | None = None,
     ) -> Box:
         """A rounded box centred at ``(x, y)``, filled by ``role`` (see :data:`PALETTE`) or by a light ``fill`` colour."""
@@ -93,8 +102,13 @@ class Diagram:
         if role not in PALETTE:
             raise ValueError(f"unknown role {role!r}: use one of {sorted(PALETTE)}")
         patch = FancyBboxPatch(
-            (x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.08",
-            facecolor=fill or PALETTE[role], edgecolor=INK, linewidth=1.0,
+            (x - w / 2, y - h / 2),
+            w,
+            h,
+            boxstyle="round,pad=0.02,rounding_size=0.08",
+            facecolor=fill or PALETTE[role],
+            edgecolor=INK,
+            linewidth=1.0,
         )
         self.ax.add_patch(patch)
         self.ax.text(x, y, label, ha="center", va="center", fontsize=fontsize, color=INK)
@@ -106,8 +120,16 @@ class Diagram:
         from matplotlib.patches import FancyBboxPatch
 
         self.ax.add_patch(
-            FancyBboxPatch((x0, y0), x1 - x0, y1 - y0, boxstyle="round,pad=0.02,rounding_size=0.15",
-                           facecolor="none", edgecolor="#777777", linewidth=1.0, linestyle="--")
+            FancyBboxPatch(
+                (x0, y0),
+                x1 - x0,
+                y1 - y0,
+                boxstyle="round,pad=0.02,rounding_size=0.15",
+                facecolor="none",
+                edgecolor="#777777",
+                linewidth=1.0,
+                linestyle="--",
+            )
         )
         if label:
             self.ax.text(x0 + 0.1, y1 - 0.1, label, ha="left", va="top", fontsize=9, color="#555555", style="italic")
@@ -121,8 +143,17 @@ class Diagram:
         return float(x), float(y)
 
     def arrow(
-        self, start, end, *, shape: str | None = None, start_side: str | None = None, end_side: str | None = None,
-        label_side: str = "right", curve: float = 0.0, dashed: bool = False, via=(),
+        self,
+        start,
+        end,
+        *,
+        shape: str | None = None,
+        start_side: str | None = None,
+        end_side: str | None = None,
+        label_side: str = "right",
+        curve: float = 0.0,
+        dashed: bool = False,
+        via=(),
     ) -> None:
         """An arrow from ``start`` to ``end`` (box names or ``(x, y)`` points), with the tensor ``shape`` it carries.
 
@@ -148,9 +179,18 @@ class Diagram:
         for (x0, y0), (x1, y1) in zip(points[:-2], points[1:-1]):
             self.ax.plot([x0, x1], [y0, y1], color=ARROW, lw=1.2, linestyle=style, solid_capstyle="butt")
         self.ax.annotate(
-            "", xy=points[-1], xytext=points[-2],
-            arrowprops=dict(arrowstyle="-|>", color=ARROW, lw=1.2, shrinkA=0 if via else 1, shrinkB=1,
-                            linestyle=style, connectionstyle=f"arc3,rad={curve}"),
+            "",
+            xy=points[-1],
+            xytext=points[-2],
+            arrowprops=dict(
+                arrowstyle="-|>",
+                color=ARROW,
+                lw=1.2,
+                shrinkA=0 if via else 1,
+                shrinkB=1,
+                linestyle=style,
+                connectionstyle=f"arc3,rad={curve}",
+            ),
         )
         if shape:
             p0, p1 = max(zip(points[:-1], points[1:]), key=lambda seg: math.dist(*seg))

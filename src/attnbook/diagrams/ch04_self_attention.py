@@ -30,8 +30,15 @@ def queries_keys_values():
     d.box("softmax", 3.6, 4.85, "softmax of each row", w=4.2, role="attention")
     d.arrow("scores", "softmax", shape="(B, T, T)", label_side="right")
     d.box("mix", 7.0, 6.1, "weights $\\times\\ V$", w=2.6, role="attention")
-    d.arrow("softmax", "mix", shape="weights (B, T, T)", start_side="top", end_side="left", label_side="above",
-            via=[(3.6, 6.1)])
+    d.arrow(
+        "softmax",
+        "mix",
+        shape="weights (B, T, T)",
+        start_side="top",
+        end_side="left",
+        label_side="above",
+        via=[(3.6, 6.1)],
+    )
     d.arrow("wv", (xv, 6.1 - box_h / 2), shape="$V$ (B, T, $d_v$)", label_side="right")
     d.box("out", 7.0, 7.15, "one output row per token", w=3.6, h=0.5, role="output")
     d.arrow("mix", "out", shape="(B, T, $d_v$)", label_side="left")

@@ -54,7 +54,15 @@ def transformer_diagram():
     ex, dx = 2.7, 7.3
     # inputs
     d.box("src", ex, 0.75, "source tokens", w=2.3, h=0.4, role="input")
-    d.box("tgt", dx, 0.75, "target tokens, shifted right\n(<bos> y\u2081 \u2026 y\u209c\u208b\u2081)", w=2.6, h=0.5, role="input")
+    d.box(
+        "tgt",
+        dx,
+        0.75,
+        "target tokens, shifted right\n(<bos> y\u2081 \u2026 y\u209c\u208b\u2081)",
+        w=2.6,
+        h=0.5,
+        role="input",
+    )
     d.box("src_emb", ex, 1.6, "embedding \u00d7 \u221ad", w=2.3, h=0.4, role="embed")
     d.box("tgt_emb", dx, 1.6, "embedding \u00d7 \u221ad", w=2.3, h=0.4, role="embed")
     d.box("src_pos", ex, 2.45, "+ positions, dropout", w=2.3, h=0.4, role="embed")
@@ -80,7 +88,12 @@ def transformer_diagram():
     d.box("softmax", dx, dec_top + 2.3, "softmax: next-token\nprobabilities", w=2.3, h=0.5, role="output")
     d.arrow("d_norm3", "linear", shape="(B, T, d)")
     d.arrow("linear", "softmax", shape="(B, T, V)")
-    d.note(5.0, 0.2, "pre-LN (norm_first=True): LayerNorm before each sublayer, and one more at the top of each stack", fontsize=7.5)
+    d.note(
+        5.0,
+        0.2,
+        "pre-LN (norm_first=True): LayerNorm before each sublayer, and one more at the top of each stack",
+        fontsize=7.5,
+    )
     return d.figure
 
 
@@ -91,8 +104,16 @@ def layers_diagram():
     w = 2.9
     # encoder layer
     d.box("e_in", ex, 0.55, "x: source stream", w=w, h=0.38, role="input")
-    d.box("e_att", ex, 1.7, "self-attention, h heads\nQ, K, V = xW_q, xW_k, xW_v\nmask: source padding",
-          w=w, h=0.8, role="attention", fontsize=8)
+    d.box(
+        "e_att",
+        ex,
+        1.7,
+        "self-attention, h heads\nQ, K, V = xW_q, xW_k, xW_v\nmask: source padding",
+        w=w,
+        h=0.8,
+        role="attention",
+        fontsize=8,
+    )
     d.box("e_n1", ex, 2.75, "Add & Norm", w=w, h=0.34, role="norm")
     d.box("e_w1", ex, 3.7, "W\u2081, b\u2081, ReLU", w=w, h=0.4, role="ffn")
     d.box("e_w2", ex, 4.75, "W\u2082, b\u2082", w=w, h=0.4, role="ffn")
@@ -109,11 +130,27 @@ def layers_diagram():
     d.note(ex - 0.1, 2.25, "weights (B, h, S, S)", fontsize=7.5, ha="right")
     # decoder layer
     d.box("d_in", dx, 0.55, "y: target stream", w=w, h=0.38, role="input")
-    d.box("d_att", dx, 1.55, "masked self-attention\nQ, K, V from y\nmask: causal + target padding",
-          w=w, h=0.8, role="attention", fontsize=8)
+    d.box(
+        "d_att",
+        dx,
+        1.55,
+        "masked self-attention\nQ, K, V from y\nmask: causal + target padding",
+        w=w,
+        h=0.8,
+        role="attention",
+        fontsize=8,
+    )
     d.box("d_n1", dx, 2.5, "Add & Norm", w=w, h=0.34, role="norm")
-    d.box("d_cross", dx, 3.55, "cross-attention\nQ from the decoder, K, V from memory\nmask: source padding",
-          w=w + 0.3, h=0.8, role="attention", fontsize=8)
+    d.box(
+        "d_cross",
+        dx,
+        3.55,
+        "cross-attention\nQ from the decoder, K, V from memory\nmask: source padding",
+        w=w + 0.3,
+        h=0.8,
+        role="attention",
+        fontsize=8,
+    )
     d.box("d_n2", dx, 4.55, "Add & Norm", w=w, h=0.34, role="norm")
     d.box("d_ffn", dx, 5.45, "FFN: W\u2081, ReLU, W\u2082", w=w, h=0.4, role="ffn")
     d.box("d_n3", dx, 6.3, "Add & Norm", w=w, h=0.34, role="norm")
@@ -133,5 +170,10 @@ def layers_diagram():
     _residual(d, dx, 4.8, "d_n3", side="right", offset=1.85)
     d.note(dx - 0.05, 2.05, "weights (B, h, T, T)", fontsize=7.5, ha="right")
     d.note(dx - 0.05, 4.1, "weights (B, h, T, S)", fontsize=7.5, ha="right")
-    d.note(5.3, 0.12, "Add & Norm: LayerNorm(x + Dropout(sublayer(x))), the residual drawn on the side; d = d_model", fontsize=7.5)
+    d.note(
+        5.3,
+        0.12,
+        "Add & Norm: LayerNorm(x + Dropout(sublayer(x))), the residual drawn on the side; d = d_model",
+        fontsize=7.5,
+    )
     return d.figure

@@ -154,7 +154,11 @@ def compare(
     if kind is not None:
         return _compare_arrays(kind, expected, got, atol, rtol, where, equal_nan)
     if isinstance(expected, bool) or expected is None or isinstance(expected, str):
-        return None if got == expected and type(got) is type(expected) else f"{where} should be {expected!r}, got {_short(got)}"
+        return (
+            None
+            if got == expected and type(got) is type(expected)
+            else f"{where} should be {expected!r}, got {_short(got)}"
+        )
     if isinstance(expected, (int, float)):
         if _as_tensor_like(got) is not None and getattr(got, "ndim", None) == 0:
             got = got.item()

@@ -45,7 +45,10 @@ check_stable_log_softmax = Checker(
     reference=_stable_log_softmax,
     cases=[
         Case("small scores, one row", (torch.tensor([[1.0, 2.0, 3.0]]),)),
-        Case("a score far below the others: its softmax is 0 in float32, its log is not", (torch.tensor([[0.0, -200.0, 1.0]]),)),
+        Case(
+            "a score far below the others: its softmax is 0 in float32, its log is not",
+            (torch.tensor([[0.0, -200.0, 1.0]]),),
+        ),
         Case("scores of 1000 that overflow exp in float32", (torch.tensor([[1000.0, 1001.0, 1002.0]]),)),
         Case("rows far apart: one near 0, one near 1000", (torch.tensor([[0.0, 1.0, 2.0], [1000.0, 1001.0, 999.0]]),)),
         Case("along the first axis (dim=0)", (torch.tensor([[1.0, 5.0], [3.0, 2.0], [0.0, 9.0]]),), {"dim": 0}),
@@ -121,8 +124,14 @@ check_penalized_scores = Checker(
     reference=_penalized_scores,
     cases=[
         Case("zero vectors: the penalty alone, T=2, S=4, slope 1", (torch.zeros(1, 2, 4), torch.zeros(1, 4, 4), 1.0)),
-        Case("B=2, T=3 queries, S=5 keys, d=4, slope 0.5", (torch.randn(2, 3, 4, generator=_gen), torch.randn(2, 5, 4, generator=_gen), 0.5)),
-        Case("B=3, T=4, S=2, d=16, slope 2", (torch.randn(3, 4, 16, generator=_gen), torch.randn(3, 2, 16, generator=_gen), 2.0)),
+        Case(
+            "B=2, T=3 queries, S=5 keys, d=4, slope 0.5",
+            (torch.randn(2, 3, 4, generator=_gen), torch.randn(2, 5, 4, generator=_gen), 0.5),
+        ),
+        Case(
+            "B=3, T=4, S=2, d=16, slope 2",
+            (torch.randn(3, 4, 16, generator=_gen), torch.randn(3, 2, 16, generator=_gen), 2.0),
+        ),
     ],
     mistakes=[
         Mistake(

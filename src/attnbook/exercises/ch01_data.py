@@ -54,7 +54,10 @@ check_decoder_input_and_target = Checker(
     reference=_decoder_input_and_target,
     cases=[
         Case("one sentence of 3 words, no padding", (torch.tensor([[7, 8, 9]]), torch.tensor([3]))),
-        Case("lengths 4, 2 and 1, padded to 4", (torch.tensor([[5, 6, 7, 8], [9, 5, 0, 0], [6, 0, 0, 0]]), torch.tensor([4, 2, 1]))),
+        Case(
+            "lengths 4, 2 and 1, padded to 4",
+            (torch.tensor([[5, 6, 7, 8], [9, 5, 0, 0], [6, 0, 0, 0]]), torch.tensor([4, 2, 1])),
+        ),
         Case(
             "other special ids: <bos>=10, <eos>=11, <pad>=12",
             (torch.tensor([[5, 6, 12], [7, 8, 9]]), torch.tensor([2, 3])),
@@ -139,7 +142,9 @@ check_clipped_precision_multi = Checker(
     reference=_clipped_precision_multi,
     cases=[
         Case("one reference, unigrams", (_s("le chat dort ."), [_s("le chat noir dort .")], 1)),
-        Case("the hypothesis is the second reference", (_s("un chat dort"), [_s("le chien dort"), _s("un chat dort")], 1)),
+        Case(
+            "the hypothesis is the second reference", (_s("un chat dort"), [_s("le chien dort"), _s("un chat dort")], 1)
+        ),
         Case("'le' three times, once in each reference", (_s("le le le chat"), [_s("le chat"), _s("un chat")], 1)),
         Case(
             "'le' twice in the hypothesis, once in each of two references",
@@ -175,7 +180,10 @@ check_clipped_precision_multi = Checker(
             _multi_unclipped,
         ),
     ],
-    forbidden={"attnbook.metrics.clipped_matches": _multi_with_library, "attnbook.metrics.bleu_stats": _multi_with_bleu_stats},
+    forbidden={
+        "attnbook.metrics.clipped_matches": _multi_with_library,
+        "attnbook.metrics.bleu_stats": _multi_with_bleu_stats,
+    },
 )
 
 
@@ -245,8 +253,13 @@ check_corpus_brevity_penalty = Checker(
             "each sentence counts the reference whose length is closest to its hypothesis, not the shortest one.",
             _bp_shortest,
         ),
-        Mistake("ties to the longer one", "on a tie, the shorter reference counts (sacreBLEU's rule).", _bp_ties_longer),
+        Mistake(
+            "ties to the longer one", "on a tie, the shorter reference counts (sacreBLEU's rule).", _bp_ties_longer
+        ),
         Mistake("the first reference only", "choose among all the references, by length.", _bp_first),
     ],
-    forbidden={"attnbook.metrics.brevity_penalty": _bp_with_library, "attnbook.metrics.bleu_stats": _bp_with_bleu_stats},
+    forbidden={
+        "attnbook.metrics.brevity_penalty": _bp_with_library,
+        "attnbook.metrics.bleu_stats": _bp_with_bleu_stats,
+    },
 )

@@ -38,7 +38,9 @@ def _slp_one_number(logits, targets, pad_id=0):
 
 
 def _slp_with_library(logits, targets, pad_id=0):
-    return torch.stack([-sequence_loss(logits[b : b + 1], targets[b : b + 1], pad_id, reduction="sum") for b in range(len(targets))])
+    return torch.stack(
+        [-sequence_loss(logits[b : b + 1], targets[b : b + 1], pad_id, reduction="sum") for b in range(len(targets))]
+    )
 
 
 _gs = torch.Generator().manual_seed(21)
@@ -47,7 +49,10 @@ check_sentence_log_probs = Checker(
     "sentence_log_probs",
     reference=_sentence_log_probs,
     cases=[
-        Case("one sentence of 3 tokens, no padding, V=4", (torch.randn(1, 3, 4, generator=_gs), torch.tensor([[3, 1, 2]]))),
+        Case(
+            "one sentence of 3 tokens, no padding, V=4",
+            (torch.randn(1, 3, 4, generator=_gs), torch.tensor([[3, 1, 2]])),
+        ),
         Case(
             "lengths 4 and 2, padded to 4, V=6",
             (torch.randn(2, 4, 6, generator=_gs), torch.tensor([[4, 5, 3, 2], [5, 2, 0, 0]])),

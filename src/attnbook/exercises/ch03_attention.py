@@ -69,7 +69,10 @@ check_masked_softmax_per_query = Checker(
     "masked_softmax_per_query",
     reference=_masked_softmax_per_query,
     cases=[
-        Case("one sentence, 3 queries seeing 1, 2 and 3 of 3 keys", (torch.tensor([[[1.0, 2.0, 3.0]] * 3]), torch.tensor([[1, 2, 3]]))),
+        Case(
+            "one sentence, 3 queries seeing 1, 2 and 3 of 3 keys",
+            (torch.tensor([[[1.0, 2.0, 3.0]] * 3]), torch.tensor([[1, 2, 3]])),
+        ),
         Case("B=2, T=3, S=5, lengths [[3, 5, 1], [2, 2, 4]]", (_randn(2, 3, 5), torch.tensor([[3, 5, 1], [2, 2, 4]]))),
         Case("a query with no valid key at all", (_randn(2, 2, 3), torch.tensor([[2, 3], [0, 1]]))),
     ],
@@ -131,14 +134,21 @@ def _general_no_mask(queries, keys, values, W, key_padding_mask):
 
 
 def _general_softmax_over_queries(queries, keys, values, W, key_padding_mask):
-    scores = (queries @ W @ keys.transpose(-2, -1)).masked_fill(key_padding_mask[:, None, :], torch.finfo(queries.dtype).min)
+    scores = (queries @ W @ keys.transpose(-2, -1)).masked_fill(
+        key_padding_mask[:, None, :], torch.finfo(queries.dtype).min
+    )
     weights = torch.softmax(scores, dim=-2).masked_fill(key_padding_mask[:, None, :], 0.0)
     return weights @ values, weights
 
 
 def _general_inputs(B, T, S, d_q, d_k, d_v, lengths):
-    return (_randn(B, T, d_q), _randn(B, S, d_k), _randn(B, S, d_v), _randn(d_q, d_k) / math.sqrt(d_q),
-            padding_mask(torch.tensor(lengths), S))
+    return (
+        _randn(B, T, d_q),
+        _randn(B, S, d_k),
+        _randn(B, S, d_v),
+        _randn(d_q, d_k) / math.sqrt(d_q),
+        padding_mask(torch.tensor(lengths), S),
+    )
 
 
 check_general_attention = Checker(
@@ -146,8 +156,12 @@ check_general_attention = Checker(
     reference=_general_attention,
     cases=[
         Case("one sentence, 2 queries and 3 keys of width 4, no padding", _general_inputs(1, 2, 3, 4, 4, 2, [3])),
-        Case("queries of width 6, keys of width 4; B=2, key lengths 5 and 3", _general_inputs(2, 3, 5, 6, 4, 2, [5, 3])),
-        Case("queries of width 3, keys of width 8; B=2, key lengths 2 and 6", _general_inputs(2, 4, 6, 3, 8, 5, [2, 6])),
+        Case(
+            "queries of width 6, keys of width 4; B=2, key lengths 5 and 3", _general_inputs(2, 3, 5, 6, 4, 2, [5, 3])
+        ),
+        Case(
+            "queries of width 3, keys of width 8; B=2, key lengths 2 and 6", _general_inputs(2, 4, 6, 3, 8, 5, [2, 6])
+        ),
     ],
     mistakes=[
         Mistake(
@@ -181,7 +195,9 @@ check_general_attention = Checker(
 def _diagonal_attention(scores, src_lengths, width):
     B, T, S = scores.shape
     t = torch.arange(T, dtype=scores.dtype)[None, :, None]  # (1, T, 1)
-    centre = t * (src_lengths - 1).to(scores.dtype)[:, None, None] / (T - 1)  # (B, T, 1): t's place, scaled to the source
+    centre = (
+        t * (src_lengths - 1).to(scores.dtype)[:, None, None] / (T - 1)
+    )  # (B, T, 1): t's place, scaled to the source
     j = torch.arange(S, dtype=scores.dtype)  # (S,)
     penalized = scores - (j - centre) ** 2 / (2 * width**2)
     return _softmax_ignoring(penalized, padding_mask(src_lengths, S)[:, None, :])
@@ -196,13 +212,17 @@ def _diagonal_padded_length(scores, src_lengths, width):
 
 def _diagonal_no_mask(scores, src_lengths, width):
     B, T, S = scores.shape
-    centre = torch.arange(T, dtype=scores.dtype)[None, :, None] * (src_lengths - 1).to(scores.dtype)[:, None, None] / (T - 1)
+    centre = (
+        torch.arange(T, dtype=scores.dtype)[None, :, None] * (src_lengths - 1).to(scores.dtype)[:, None, None] / (T - 1)
+    )
     return torch.softmax(scores - (torch.arange(S, dtype=scores.dtype) - centre) ** 2 / (2 * width**2), dim=-1)
 
 
 def _diagonal_width_not_squared(scores, src_lengths, width):
     B, T, S = scores.shape
-    centre = torch.arange(T, dtype=scores.dtype)[None, :, None] * (src_lengths - 1).to(scores.dtype)[:, None, None] / (T - 1)
+    centre = (
+        torch.arange(T, dtype=scores.dtype)[None, :, None] * (src_lengths - 1).to(scores.dtype)[:, None, None] / (T - 1)
+    )
     penalized = scores - (torch.arange(S, dtype=scores.dtype) - centre) ** 2 / (2 * width)
     return _softmax_ignoring(penalized, padding_mask(src_lengths, S)[:, None, :])
 
@@ -342,7 +362,7 @@ check_alignment_accuracy = Checker(
         ),
         Mistake(
             "first link only",
-            "a French word can translate several English words (\"va\" for \"is going to\"); attending to any of "
+            'a French word can translate several English words ("va" for "is going to"); attending to any of '
             "them is a hit, so look the strongest position up in `links` instead of comparing it with one position.",
             _alignment_first_link_only,
         ),

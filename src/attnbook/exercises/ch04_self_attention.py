@@ -62,19 +62,31 @@ def _cross_with_torch(y, x, x_padding_mask, w_q, w_k, w_v):
 
 
 def _cross_inputs(B, T, S, d_y, d_x, d_k, d_v, lengths):
-    return (_randn(B, T, d_y), _randn(B, S, d_x), padding_mask(torch.tensor(lengths), S),
-            _randn(d_y, d_k) / math.sqrt(d_y), _randn(d_x, d_k) / math.sqrt(d_x), _randn(d_x, d_v) / math.sqrt(d_x))
+    return (
+        _randn(B, T, d_y),
+        _randn(B, S, d_x),
+        padding_mask(torch.tensor(lengths), S),
+        _randn(d_y, d_k) / math.sqrt(d_y),
+        _randn(d_x, d_k) / math.sqrt(d_x),
+        _randn(d_x, d_v) / math.sqrt(d_x),
+    )
 
 
 check_cross_attention = Checker(
     "cross_attention",
     reference=_cross_attention,
     cases=[
-        Case("2 target tokens reading 3 source tokens, all widths 4, no padding", _cross_inputs(1, 2, 3, 4, 4, 4, 4, [3])),
-        Case("B=2, 4 target tokens (width 6) reading 5 source tokens (width 8), source lengths 5 and 2",
-             _cross_inputs(2, 4, 5, 6, 8, 2, 3, [5, 2])),
-        Case("B=2, 3 target tokens (width 8) reading 6 source tokens (width 4), source lengths 1 and 6",
-             _cross_inputs(2, 3, 6, 8, 4, 2, 5, [1, 6])),
+        Case(
+            "2 target tokens reading 3 source tokens, all widths 4, no padding", _cross_inputs(1, 2, 3, 4, 4, 4, 4, [3])
+        ),
+        Case(
+            "B=2, 4 target tokens (width 6) reading 5 source tokens (width 8), source lengths 5 and 2",
+            _cross_inputs(2, 4, 5, 6, 8, 2, 3, [5, 2]),
+        ),
+        Case(
+            "B=2, 3 target tokens (width 8) reading 6 source tokens (width 4), source lengths 1 and 6",
+            _cross_inputs(2, 3, 6, 8, 4, 2, 5, [1, 6]),
+        ),
     ],
     mistakes=[
         Mistake(
@@ -138,10 +150,15 @@ check_local_attention = Checker(
     "local_attention",
     reference=_local_attention,
     cases=[
-        Case("one sentence of 5 tokens, no padding, half-width 1", (_q[:1, :5], _k[:1, :5], _v[:1, :5], padding_mask(torch.tensor([5]), 5), 1)),
+        Case(
+            "one sentence of 5 tokens, no padding, half-width 1",
+            (_q[:1, :5], _k[:1, :5], _v[:1, :5], padding_mask(torch.tensor([5]), 5), 1),
+        ),
         Case("lengths 6 and 4, half-width 2", (_q, _k, _v, padding_mask(torch.tensor([6, 4]), 6), 2)),
-        Case("lengths 6 and 2, half-width 1: query 4 of the short sentence sees only padding",
-             (_q, _k, _v, padding_mask(torch.tensor([6, 2]), 6), 1)),
+        Case(
+            "lengths 6 and 2, half-width 1: query 4 of the short sentence sees only padding",
+            (_q, _k, _v, padding_mask(torch.tensor([6, 2]), 6), 1),
+        ),
     ],
     mistakes=[
         Mistake(
@@ -199,7 +216,11 @@ check_unshuffle = Checker(
             "perm[i], so put it back with the inverse permutation, torch.argsort(perm).",
             _unshuffle_again,
         ),
-        Mistake("the wrong axis", "the tokens are axis 1 of (B, T, d); the features (axis 2) were never shuffled.", _unshuffle_features),
+        Mistake(
+            "the wrong axis",
+            "the tokens are axis 1 of (B, T, d); the features (axis 2) were never shuffled.",
+            _unshuffle_features,
+        ),
     ],
 )
 

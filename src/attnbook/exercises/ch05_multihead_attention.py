@@ -174,7 +174,9 @@ check_gqa_parameter_count = Checker(
 
 
 def _head_gated(x, W_q, W_k, W_v, W_o, num_heads, gates):
-    heads = _attend(_split(x @ W_q, num_heads), _split(x @ W_k, num_heads), _split(x @ W_v, num_heads))  # (B, h, T, d_k)
+    heads = _attend(
+        _split(x @ W_q, num_heads), _split(x @ W_k, num_heads), _split(x @ W_v, num_heads)
+    )  # (B, h, T, d_k)
     return _merge(heads * gates[None, :, None, None]) @ W_o
 
 
@@ -202,7 +204,9 @@ def _gated_no_transpose(x, W_q, W_k, W_v, W_o, num_heads, gates):
 
 
 def _gates_in_output_rows(W_o, gates, num_heads):
-    return W_o * gates.repeat_interleave(W_o.shape[0] // num_heads)[:, None]  # row j of W_o reads feature j of the merge
+    return (
+        W_o * gates.repeat_interleave(W_o.shape[0] // num_heads)[:, None]
+    )  # row j of W_o reads feature j of the merge
 
 
 def _gated_with_library(x, W_q, W_k, W_v, W_o, num_heads, gates):

@@ -38,7 +38,9 @@ def _table_halves(length, d):
 
 
 def _table_exponent_i(length, d):
-    angles = torch.arange(length, dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(d // 2, dtype=torch.float64) / d)
+    angles = torch.arange(length, dtype=torch.float64)[:, None] * 10000.0 ** (
+        -torch.arange(d // 2, dtype=torch.float64) / d
+    )
     return torch.stack([angles.sin(), angles.cos()], -1).reshape(length, d).float()
 
 
@@ -130,8 +132,14 @@ check_rotate_by_position = Checker(
     "rotate_by_position",
     reference=_rotate_by_position,
     cases=[
-        Case("one vector (1, 0, 1, 0) at position 1, d=4", (torch.tensor([[[1.0, 0.0, 1.0, 0.0]]], dtype=torch.float64), torch.tensor([1]))),
-        Case("B=2, T=3 at positions 0, 1, 2, d=8", (torch.randn(2, 3, 8, generator=_gr, dtype=torch.float64), torch.arange(3))),
+        Case(
+            "one vector (1, 0, 1, 0) at position 1, d=4",
+            (torch.tensor([[[1.0, 0.0, 1.0, 0.0]]], dtype=torch.float64), torch.tensor([1])),
+        ),
+        Case(
+            "B=2, T=3 at positions 0, 1, 2, d=8",
+            (torch.randn(2, 3, 8, generator=_gr, dtype=torch.float64), torch.arange(3)),
+        ),
         Case(
             "positions 7, 3, 40, 0, 12 (any order), d=16",
             (torch.randn(1, 5, 16, generator=_gr, dtype=torch.float64), torch.tensor([7, 3, 40, 0, 12])),
@@ -199,7 +207,10 @@ check_position_from_encoding = Checker(
     cases=[
         Case("positions 0, 1, 2, 3, d=8", (_table_rows([0, 1, 2, 3], 8),)),
         Case("positions 5, 17, 250, 999, d=16", (_table_rows([5, 17, 250, 999], 16),)),
-        Case("positions past half a turn of the slowest pair: 12000 and 19000, d=16", (_table_rows([12000, 19000, 7], 16),)),
+        Case(
+            "positions past half a turn of the slowest pair: 12000 and 19000, d=16",
+            (_table_rows([12000, 19000, 7], 16),),
+        ),
     ],
     mistakes=[
         Mistake(
@@ -251,7 +262,9 @@ def _left_one_late(x, table, lengths):
     return x + table[positions.clamp(min=0)] * real[..., None]
 
 
-_tab6 = torch.arange(12.0, dtype=torch.float64)[:, None] * torch.tensor([1.0, -1.0, 0.5, 2.0], dtype=torch.float64) + 100
+_tab6 = (
+    torch.arange(12.0, dtype=torch.float64)[:, None] * torch.tensor([1.0, -1.0, 0.5, 2.0], dtype=torch.float64) + 100
+)
 _x6 = torch.randn(3, 5, 4, generator=torch.Generator().manual_seed(62), dtype=torch.float64)
 
 check_add_positions_left_padded = Checker(

@@ -6,7 +6,12 @@ import torch
 
 from . import Case, Checker, Mistake
 
-__all__ = ["check_encoder_layer", "check_pre_ln_decoder_layer", "check_decoder_masks", "check_transformer_parameter_count"]
+__all__ = [
+    "check_encoder_layer",
+    "check_pre_ln_decoder_layer",
+    "check_decoder_masks",
+    "check_transformer_parameter_count",
+]
 
 _g = torch.Generator().manual_seed(7)
 
@@ -224,7 +229,9 @@ def _dec_cross_query_raw(y, memory, src_lengths, self_attention, cross_attention
 def _decoder_case(name, seed, B, T, S, lengths):
     (self_attention, cross_attention), ffn, norms = _modules(seed, norms=3)
     memory = _randn(B, S, _D)
-    return Case(name, (_randn(B, T, _D), memory, torch.tensor(lengths), self_attention, cross_attention, ffn, tuple(norms)))
+    return Case(
+        name, (_randn(B, T, _D), memory, torch.tensor(lengths), self_attention, cross_attention, ffn, tuple(norms))
+    )
 
 
 check_pre_ln_decoder_layer = Checker(
@@ -368,16 +375,24 @@ def _count(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_layers, d_ff,
 
 
 def _count_untied(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_layers, d_ff, share_embeddings=False):
-    return _count(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_layers, d_ff, share_embeddings) + tgt_vocab_size * d_model
+    return (
+        _count(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_layers, d_ff, share_embeddings)
+        + tgt_vocab_size * d_model
+    )
 
 
 def _count_no_cross(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_layers, d_ff, share_embeddings=False):
     attention = 4 * d_model * d_model + 4 * d_model
-    return _count(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_layers, d_ff, share_embeddings) - num_layers * (attention + 2 * d_model)
+    return _count(
+        src_vocab_size, tgt_vocab_size, d_model, num_heads, num_layers, d_ff, share_embeddings
+    ) - num_layers * (attention + 2 * d_model)
 
 
 def _count_no_norms(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_layers, d_ff, share_embeddings=False):
-    return _count(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_layers, d_ff, share_embeddings) - num_layers * 5 * 2 * d_model
+    return (
+        _count(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_layers, d_ff, share_embeddings)
+        - num_layers * 5 * 2 * d_model
+    )
 
 
 def _count_per_head(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_layers, d_ff, share_embeddings=False):

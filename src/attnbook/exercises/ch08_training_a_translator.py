@@ -101,7 +101,9 @@ def _uniform_smoothed_loss(logits, targets, eps, pad_id):
 
 def _usl_pytorch(logits, targets, eps, pad_id):
     V = logits.shape[-1]
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), ignore_index=pad_id, label_smoothing=eps)
+    return torch.nn.functional.cross_entropy(
+        logits.reshape(-1, V), targets.reshape(-1), ignore_index=pad_id, label_smoothing=eps
+    )
 
 
 def _usl_library_variant(logits, targets, eps, pad_id):
@@ -148,7 +150,9 @@ check_uniform_smoothed_loss = Checker(
     "uniform_smoothed_loss",
     reference=_uniform_smoothed_loss,
     cases=[
-        Case("no padding, eps = 0: plain cross-entropy", (_randn(2, 3, 6), torch.tensor([[4, 2, 5], [3, 3, 2]]), 0.0, 0)),
+        Case(
+            "no padding, eps = 0: plain cross-entropy", (_randn(2, 3, 6), torch.tensor([[4, 2, 5], [3, 3, 2]]), 0.0, 0)
+        ),
         Case("no padding, eps = 0.1", (_randn(2, 3, 6), torch.tensor([[4, 2, 5], [3, 1, 2]]), 0.1, 0)),
         Case(
             "sentences of 4 and 1 tokens, eps = 0.1",
@@ -218,7 +222,13 @@ def _select(cand_lp, cand_len, score, finished, eos_id, mark_finished=True):
     new_finished = finished.gather(1, origin)
     if mark_finished:
         new_finished = new_finished | (token == eos_id)
-    return cand_lp.reshape(B, -1).gather(1, index), cand_len.reshape(B, -1).gather(1, index), new_finished, origin, token
+    return (
+        cand_lp.reshape(B, -1).gather(1, index),
+        cand_len.reshape(B, -1).gather(1, index),
+        new_finished,
+        origin,
+        token,
+    )
 
 
 def _penalty(lengths, alpha, dtype):
@@ -265,7 +275,13 @@ def _bs_per_beam(log_p, lengths, finished, next_log_probs, alpha, eos_id=2):
     index = origin * score.shape[-1] + token
     B = score.shape[0]
     new_finished = finished.gather(1, origin) | (token == eos_id)
-    return cand_lp.reshape(B, -1).gather(1, index), cand_len.reshape(B, -1).gather(1, index), new_finished, origin, token
+    return (
+        cand_lp.reshape(B, -1).gather(1, index),
+        cand_len.reshape(B, -1).gather(1, index),
+        new_finished,
+        origin,
+        token,
+    )
 
 
 def _bs_swapped(log_p, lengths, finished, next_log_probs, alpha, eos_id=2):
@@ -286,15 +302,33 @@ check_beam_step = Checker(
         _beam_case("one sentence, 2 live beams, 5 tokens, alpha 0.6", 1, 2, 5, [[False, False]], [[3, 3]], 0.6),
         _beam_case(
             "two sentences, 3 beams, one finished 4-token hypothesis, alpha 1.0",
-            2, 3, 6, [[True, False, False], [False, False, False]], [[4, 7, 7], [7, 7, 7]], 1.0,
+            2,
+            3,
+            6,
+            [[True, False, False], [False, False, False]],
+            [[4, 7, 7], [7, 7, 7]],
+            1.0,
         ),
         _beam_case(
             "two sentences, 2 beams, finished hypotheses in both, alpha 2.0",
-            2, 2, 7, [[False, True], [True, False]], [[9, 3], [2, 9]], 2.0, sharp=3.0,
+            2,
+            2,
+            7,
+            [[False, True], [True, False]],
+            [[9, 3], [2, 9]],
+            2.0,
+            sharp=3.0,
         ),
-        _beam_case("three sentences, 4 beams, 8 tokens, alpha 0.6", 3, 4, 8,
-                   [[False, True, False, False], [False] * 4, [True, False, True, False]],
-                   [[6, 2, 6, 6], [6, 6, 6, 6], [3, 6, 5, 6]], 0.6, sharp=3.0),
+        _beam_case(
+            "three sentences, 4 beams, 8 tokens, alpha 0.6",
+            3,
+            4,
+            8,
+            [[False, True, False, False], [False] * 4, [True, False, True, False]],
+            [[6, 2, 6, 6], [6, 6, 6, 6], [3, 6, 5, 6]],
+            0.6,
+            sharp=3.0,
+        ),
     ],
     mistakes=[
         Mistake(
@@ -423,8 +457,14 @@ check_cross_attention_steps = Checker(
             "position, THEN transpose to (B, h, S, d_k); reshaping straight to (B, h, S, d_k) mixes positions.",
             _cas_no_transpose,
         ),
-        Mistake("biases forgotten", "the projections are x @ w + b, for the queries, the keys and the values.", _cas_no_bias),
-        Mistake("values projected with w_k", "keys and values have their own matrices: values = memory @ w_v + b_v.", _cas_values_with_w_k),
+        Mistake(
+            "biases forgotten", "the projections are x @ w + b, for the queries, the keys and the values.", _cas_no_bias
+        ),
+        Mistake(
+            "values projected with w_k",
+            "keys and values have their own matrices: values = memory @ w_v + b_v.",
+            _cas_values_with_w_k,
+        ),
         Mistake(
             "scaled by sqrt(d_model)",
             "each head's scores are divided by sqrt(d_k), the width of one head, not by sqrt(d_model).",
