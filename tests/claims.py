@@ -337,7 +337,8 @@ def main() -> int:
         total += len(report.unsupported)
         print(
             f"{path.relative_to(ROOT)}: {len(report.checked)} claims, {len(report.unsupported)} unsupported, "
-            f"{len(report.from_code)} settings written in the code, {len(report.declared)} declared, {len(report.cited)} cited"
+            f"{len(report.from_code)} settings written in the code, "
+            f"{len(report.declared)} declared, {len(report.cited)} cited"
         )
         for claim in report.unsupported:
             print(f"    {claim}")

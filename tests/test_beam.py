@@ -232,7 +232,9 @@ def test_beam_size_one_is_greedy_decoding(name):
 
 
 def _exhaustive(model, src: list[int], max_len: int, alpha: float, vocab_size: int):
-    """Every possible translation up to max_len tokens, scored by teacher forcing: [(score, log p, tokens)], best first."""
+    """Every possible translation up to max_len tokens, scored by teacher forcing:
+    [(score, log p, tokens)], best first.
+    """
     words = [t for t in range(vocab_size) if t not in (PAD, BOS)]
     non_eos = [t for t in words if t != EOS]
     candidates = [list(p) + [EOS] for n in range(max_len) for p in itertools.product(non_eos, repeat=n)]

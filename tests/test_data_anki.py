@@ -31,7 +31,8 @@ FRA = (
     "Go.\tVa\u202f!\tCC-BY 2.0 (France) Attribution: tatoeba.org #1 (a) & #2 (b)\n"
     "Go.\tMarche.\tCC-BY 2.0 (France) Attribution: tatoeba.org #1 (a) & #3 (c)\n"
     "I'm home.\tJe suis à la maison.\tCC-BY 2.0 (France) Attribution: tatoeba.org #4 (d) & #5 (e)\n"
-    "It's the school's bell.\tC'est la cloche de l'école.\tCC-BY 2.0 (France) Attribution: tatoeba.org #6 (f) & #7 (g)\n"
+    "It's the school's bell.\tC'est la cloche de l'école.\t"
+    "CC-BY 2.0 (France) Attribution: tatoeba.org #6 (f) & #7 (g)\n"
 )
 
 

@@ -395,7 +395,8 @@ def french_problems(pair: Pair) -> list[str]:
                 i -= 1
             if i < 0 or fr[i] not in DETERMINERS[(g, plural)]:
                 problems.append(
-                    f"determiner {fr[i] if i >= 0 else None!r} does not agree with {word} ({g}, {'pl' if plural else 'sg'})"
+                    f"determiner {fr[i] if i >= 0 else None!r} does not agree "
+                    f"with {word} ({g}, {'pl' if plural else 'sg'})"
                 )
             i = k + 1
             if i < len(fr) and fr[i] == "très":
@@ -493,8 +494,8 @@ def test_french_checks_pass_on_a_sample(sample):
 
 def test_the_sample_uses_every_construction(sample):
     fr = collections.Counter(w for p in sample for w in p.tgt_tokens)
-    for word in ["l'", "j'", "n'", "qu'", "d'", "au", "aux", "du", "des", "qui", "que", "ne", "pas", "jamais", "et", "mais",
-                 "parce", "cet", "bel", "vieil", "nouvel", "va", "vont", "été", "souvent", "très"]:  # fmt: skip
+    for word in ["l'", "j'", "n'", "qu'", "d'", "au", "aux", "du", "des", "qui", "que", "ne", "pas", "jamais", "et",
+                 "mais", "parce", "cet", "bel", "vieil", "nouvel", "va", "vont", "été", "souvent", "très"]:  # fmt: skip
         assert fr[word] > 0, word
     en = collections.Counter(w for p in sample for w in p.src_tokens)
     for word in ["'s", "an", "who", "that", "does", "did", "going", "never", "very"]:

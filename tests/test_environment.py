@@ -38,6 +38,9 @@ def test_importing_the_package_is_light():
     import subprocess
     import sys
 
-    code = "import sys, attnbook; heavy = [m for m in ('torch', 'd2l', 'torchvision', 'pandas', 'matplotlib') if m in sys.modules]; print(heavy)"
+    code = (
+        "import sys, attnbook; "
+        "heavy = [m for m in ('torch', 'd2l', 'torchvision', 'pandas', 'matplotlib') if m in sys.modules]; print(heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]", f"`import attnbook` pulled in {out}"

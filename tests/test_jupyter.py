@@ -277,7 +277,8 @@ def test_jupyterlab_starts_lists_runs_a_notebook_and_stops(tmp_path):
 
             # the kernel runs this checkout's library, in notebooks/, with the setup() of the course
             status, outputs = kernel.execute(
-                "import os, attnbook, torch\nprint(attnbook.__file__)\nprint(os.getcwd())\nprint(torch.get_num_threads())"
+                "import os, attnbook, torch\nprint(attnbook.__file__)\nprint(os.getcwd())\n"
+                "print(torch.get_num_threads())"
             )
             file, cwd, threads = _stdout(outputs).split()
             assert status == "ok"
@@ -299,5 +300,7 @@ def test_jupyterlab_starts_lists_runs_a_notebook_and_stops(tmp_path):
     finally:
         server.stop()
     print(
-        f"\nJupyterLab answered after {startup:.1f} s; {i + 1} cells of {notebook.name} ran through its API in {run_seconds:.1f} s; it stopped in {stop_seconds:.1f} s"
+        f"\nJupyterLab answered after {startup:.1f} s; "
+        f"{i + 1} cells of {notebook.name} ran through its API in {run_seconds:.1f} s; "
+        f"it stopped in {stop_seconds:.1f} s"
     )

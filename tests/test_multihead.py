@@ -1,4 +1,6 @@
-"""Multi-head attention: equal to torch.nn.MultiheadAttention and d2l.MultiHeadAttention, masks that hold, clear errors."""
+"""Multi-head attention: equal to torch.nn.MultiheadAttention and d2l.MultiHeadAttention,
+masks that hold, clear errors.
+"""
 
 from __future__ import annotations
 

@@ -200,7 +200,8 @@ def _is_stub(function) -> bool:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_every_coding_exercise_has_an_attempt_cell_and_a_hidden_solution(path):
-    """Exercise, attempt cell (stub + checker, stored 'not attempted yet'), then the solution, hidden where a learner runs it.
+    """Exercise, attempt cell (stub + checker, stored 'not attempted yet'), then the solution,
+    hidden where a learner runs it.
 
     A coding exercise is one whose solution calls a checker (``check_name(function)``).
     """
@@ -254,7 +255,8 @@ def _check_attempt_and_solution_cells(nb):
             )
             answer = next(f for cell in solution if (f := _function(cell.source, name)) is not None)
             assert ast.unparse(stub.args) == ast.unparse(answer.args), (
-                f"{where}: the stub's signature ({ast.unparse(stub.args)}) differs from the solution's ({ast.unparse(answer.args)})"
+                f"{where}: the stub's signature ({ast.unparse(stub.args)}) "
+                f"differs from the solution's ({ast.unparse(answer.args)})"
             )
         shown = "\n".join(_text_of(o) for o in attempt.outputs)
         assert all(o.output_type != "error" for o in attempt.outputs) and "Traceback" not in shown, (
@@ -274,7 +276,8 @@ def _exercise_notebook():
     v4 = nbformat.v4
     attempt = v4.new_code_cell(
         "from attnbook.exercises.ch00_tensors import check_stable_softmax\n\n\n"
-        'def stable_softmax(x, dim=-1):\n    """The softmax of x along dim, without overflow."""\n    ...  # your code here\n\n\n'
+        'def stable_softmax(x, dim=-1):\n    """The softmax of x along dim, without overflow."""\n'
+        "    ...  # your code here\n\n\n"
         "check_stable_softmax(stable_softmax)"
     )
     attempt.outputs = [

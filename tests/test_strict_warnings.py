@@ -92,7 +92,10 @@ def test_nbval_fails_a_notebook_that_hands_matplotlib_a_tensor(tmp_path):
     """End to end, as the suite runs a chapter: nbval, notebooks/conftest.py, a kernel, setup()."""
     shutil.copy(ROOT / "notebooks" / "conftest.py", tmp_path / "conftest.py")
     setup_cell = "from attnbook.notebook import setup\n\n_ = setup()"
-    planted = "import matplotlib.pyplot as plt\nimport torch\n\nfig, ax = plt.subplots()\nax.plot(torch.arange(3))\nplt.close(fig)"
+    planted = (
+        "import matplotlib.pyplot as plt\nimport torch\n\n"
+        "fig, ax = plt.subplots()\nax.plot(torch.arange(3))\nplt.close(fig)"
+    )
     nbformat.write(_notebook(setup_cell, planted), tmp_path / "planted.ipynb")
     nbformat.write(
         _notebook(setup_cell, planted.replace("torch.arange(3)", "torch.arange(3).numpy()")), tmp_path / "fixed.ipynb"

@@ -78,7 +78,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(2)
     n, r = args.pairs, args.repeats
     print(
-        f"corpus of {n:,} pairs (lengths 3-40, uniform), batch size {args.batch_size}, median of {r} runs, {torch.get_num_threads()} threads\n"
+        f"corpus of {n:,} pairs (lengths 3-40, uniform), batch size {args.batch_size}, "
+        f"median of {r} runs, {torch.get_num_threads()} threads\n"
     )
 
     t_gen, pairs = timed(lambda: generate_pairs(n, seed=0), r)
@@ -109,7 +110,8 @@ def main(argv=None) -> int:
     print(f"{f'generate {n:,} pairs ({n_tokens:,} tokens)':<52}{t_gen:>9.2f}   ({n / t_gen:,.0f} pairs/s)")
     print(f"{'re-tokenize every sentence from its text':<52}{t_tok:>9.2f}   ({2 * n / t_tok:,.0f} sentences/s)")
     print(
-        f"{f'build both vocabularies ({len(train):,} training pairs)':<52}{t_vocab:>9.2f}   ({len(src_vocab)} / {len(tgt_vocab)} tokens)"
+        f"{f'build both vocabularies ({len(train):,} training pairs)':<52}{t_vocab:>9.2f}   "
+        f"({len(src_vocab)} / {len(tgt_vocab)} tokens)"
     )
     print(f"{'encode the training pairs (make_batches)':<52}{t_loader:>9.2f}")
     print(f"{f'one epoch of {n_batches:,} bucketed batches':<52}{t_epoch:>9.2f}   (padding {share:.1%})")

@@ -66,7 +66,9 @@ PEERS = ["torch (need_weights=False)", "torch (default call)", "d2l"]
 
 
 class MinimalSDPA(nn.Module):
-    """Multi-head self-attention in five lines: fused projection, heads by reshape, PyTorch's kernel, output projection."""
+    """Multi-head self-attention in five lines: fused projection, heads by reshape, PyTorch's kernel,
+    output projection.
+    """
 
     def __init__(self, d: int, h: int, bias: bool) -> None:
         super().__init__()

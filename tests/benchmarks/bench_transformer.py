@@ -299,7 +299,8 @@ def report_cache(batch: int, times: dict[str, list[float]], target: float | None
     cached, uncached = statistics.median(times["cached"]), statistics.median(times["uncached"])
     speedup = uncached / cached
     print(
-        f"\nGreedy decoding of {GENERATED} tokens, batch {batch}, source length {LENGTH}: median of {len(times['cached'])} rounds"
+        f"\nGreedy decoding of {GENERATED} tokens, batch {batch}, source length {LENGTH}: "
+        f"median of {len(times['cached'])} rounds"
     )
     print(f"  with the key-value cache     {cached * 1e3:8.1f} ms")
     print(f"  without (whole prefix)       {uncached * 1e3:8.1f} ms")

@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     report = record(args.record)
     for run in report["runs"]:
         print(
-            f"dropout {run['dropout']}: {run['steps']} steps, validation loss {run['validation loss after each epoch']}, "
+            f"dropout {run['dropout']}: {run['steps']} steps, "
+            f"validation loss {run['validation loss after each epoch']}, "
             f"test BLEU {run['test BLEU, greedy']} (greedy)"
         )
     print(f"written to {args.record}")

@@ -146,7 +146,8 @@ def read_anki_pairs(
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(
-            f"no corpus file at {str(path)!r}: check the path, or fetch d2l's English–French file with download_fra_eng()"
+            f"no corpus file at {str(path)!r}: check the path, "
+            "or fetch d2l's English–French file with download_fra_eng()"
         )
     if path.is_dir():
         raise IsADirectoryError(

@@ -896,7 +896,8 @@ def _length_weights(length_dist, min_len: int, max_len: int) -> list[float]:
         if length_dist == "natural":  # most sentences short, a long tail, like real sentence pairs
             return [L**2 * math.exp(-L / 3.5) for L in lengths]
         raise ValueError(
-            f"unknown length_dist {length_dist!r}: use 'uniform', 'natural', a list of weights or a dict length -> weight"
+            f"unknown length_dist {length_dist!r}: use 'uniform', 'natural', "
+            "a list of weights or a dict length -> weight"
         )
     if isinstance(length_dist, dict):
         weights = [float(length_dist.get(L, 0.0)) for L in lengths]
@@ -904,7 +905,8 @@ def _length_weights(length_dist, min_len: int, max_len: int) -> list[float]:
         weights = [float(w) for w in length_dist]
         if len(weights) != len(lengths):
             raise ValueError(
-                f"length_dist lists {len(weights)} weights but there are {len(lengths)} lengths from {min_len} to {max_len}"
+                f"length_dist lists {len(weights)} weights but there are {len(lengths)} lengths "
+                f"from {min_len} to {max_len}"
             )
     if any(w < 0 or not math.isfinite(w) for w in weights) or sum(weights) <= 0:
         raise ValueError("length_dist weights must be finite, >= 0, and not all 0")

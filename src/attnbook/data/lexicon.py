@@ -70,7 +70,9 @@ class Noun:
 
 
 def _nouns(table: str) -> list[Noun]:
-    """Parse ``english english-plural french french-plural gender tag,tag``; '+' adds s, '=' repeats, '-' is a mass noun."""
+    """Parse ``english english-plural french french-plural gender tag,tag``;
+    '+' adds s, '=' repeats, '-' is a mass noun.
+    """
     nouns = []
     for line in table.strip().splitlines():
         en, en_pl, fr, fr_pl, gender, tags = line.split()

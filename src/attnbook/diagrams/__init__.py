@@ -94,7 +94,9 @@ class Diagram:
         fontsize: float = 9,
         fill: str | None = None,
     ) -> Box:
-        """A rounded box centred at ``(x, y)``, filled by ``role`` (see :data:`PALETTE`) or by a light ``fill`` colour."""
+        """A rounded box centred at ``(x, y)``, filled by ``role`` (see :data:`PALETTE`)
+        or by a light ``fill`` colour.
+        """
         from matplotlib.patches import FancyBboxPatch
 
         if name in self.boxes:

@@ -240,7 +240,9 @@ class ForbiddenCall(RuntimeError):
 
 
 def _resolve(dotted: str):
-    """``(owner, attribute, object)`` for a dotted name such as ``attnbook.masks.padding_mask`` or ``torch.Tensor.exp``."""
+    """``(owner, attribute, object)`` for a dotted name such as ``attnbook.masks.padding_mask``
+    or ``torch.Tensor.exp``.
+    """
     parts = dotted.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         try:

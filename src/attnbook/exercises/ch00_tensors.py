@@ -63,7 +63,8 @@ check_stable_log_softmax = Checker(
         ),
         Mistake(
             "no shift",
-            "exp of a large score overflows to inf; subtract each row's maximum m before exp, and keep it out of the log.",
+            "exp of a large score overflows to inf; subtract each row's maximum m before exp, "
+            "and keep it out of the log.",
             _log_softmax_no_shift,
         ),
         Mistake(

@@ -187,7 +187,7 @@ check_clipped_precision_multi = Checker(
 )
 
 
-# --- Exercise: the brevity penalty of a corpus with several references per sentence -------------------------------------
+# --- Exercise: the brevity penalty of a corpus with several references per sentence -------------------------------
 
 
 def _closest(hyp_len, ref_lens):

@@ -66,7 +66,8 @@ check_sentence_log_probs = Checker(
     mistakes=[
         Mistake(
             "logits taken for log-probabilities",
-            "a logit is not a log-probability: apply log_softmax over the vocabulary first, then pick the target's entry.",
+            "a logit is not a log-probability: apply log_softmax over the vocabulary first, "
+            "then pick the target's entry.",
             _slp_raw_logits,
         ),
         Mistake(

@@ -80,7 +80,8 @@ check_masked_softmax_per_query = Checker(
         Mistake(
             "-inf fill",
             "filling with -inf gives NaN for a query whose every key is masked (exp(-inf) sums to 0, and 0/0 is NaN); "
-            "fill with the most negative finite number (torch.finfo(dtype).min) and set the masked weights to 0 afterwards.",
+            "fill with the most negative finite number (torch.finfo(dtype).min) "
+            "and set the masked weights to 0 afterwards.",
             _pq_minus_inf,
         ),
         Mistake(
@@ -172,7 +173,8 @@ check_general_attention = Checker(
         ),
         Mistake(
             "scaled",
-            "Luong's general score is q^T W k, without a division by sqrt(d): W is learned and can set the scale itself.",
+            "Luong's general score is q^T W k, without a division by sqrt(d): "
+            "W is learned and can set the scale itself.",
             _general_scaled,
         ),
         Mistake(
@@ -189,7 +191,7 @@ check_general_attention = Checker(
 )
 
 
-# --- Exercise: attention that prefers the diagonal ----------------------------------------------------------------------
+# --- Exercise: attention that prefers the diagonal ----------------------------------------------------------------
 
 
 def _diagonal_attention(scores, src_lengths, width):
@@ -368,7 +370,8 @@ check_alignment_accuracy = Checker(
         ),
         Mistake(
             "mean of sentence means",
-            "count hits and linked words over the whole batch, then divide once: a short sentence's words must not weigh more.",
+            "count hits and linked words over the whole batch, then divide once: "
+            "a short sentence's words must not weigh more.",
             _alignment_mean_of_sentences,
         ),
     ],

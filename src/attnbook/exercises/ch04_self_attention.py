@@ -163,7 +163,8 @@ check_local_attention = Checker(
     mistakes=[
         Mistake(
             "window ignored",
-            "each query i sees only the keys j with |i - j| <= half_width: combine the band with the padding mask using |.",
+            "each query i sees only the keys j with |i - j| <= half_width: "
+            "combine the band with the padding mask using |.",
             _local_no_window,
         ),
         Mistake(

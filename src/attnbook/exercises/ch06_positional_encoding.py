@@ -69,12 +69,14 @@ check_sinusoid_table_by_hand = Checker(
     mistakes=[
         Mistake(
             "sines and cosines in halves",
-            "the pair of one frequency sits side by side: sin in column 2i, cos in column 2i + 1 (not all sines, then all cosines).",
+            "the pair of one frequency sits side by side: sin in column 2i, cos in column 2i + 1 "
+            "(not all sines, then all cosines).",
             _table_halves,
         ),
         Mistake(
             "exponent i / d",
-            "the frequency of pair i is 10000 ** (-2i / d): the exponent counts columns 0, 2, 4, ..., not pairs 0, 1, 2.",
+            "the frequency of pair i is 10000 ** (-2i / d): "
+            "the exponent counts columns 0, 2, 4, ..., not pairs 0, 1, 2.",
             _table_exponent_i,
         ),
         Mistake("sine and cosine swapped", "even columns hold sin(ω p), odd columns cos(ω p).", _table_swapped),

@@ -120,7 +120,8 @@ check_encoder_layer = Checker(
         ),
         Mistake(
             "padding mask off by one",
-            "positions 0 .. length - 1 are real, so padding starts AT position length: mask arange(S) >= length, not >.",
+            "positions 0 .. length - 1 are real, so padding starts AT position length: "
+            "mask arange(S) >= length, not >.",
             _enc_mask_off_by_one,
         ),
         Mistake(
@@ -146,7 +147,8 @@ check_encoder_layer = Checker(
         ),
         Mistake(
             "one LayerNorm for both sublayers",
-            "each Add & Norm has its own LayerNorm with its own gain and bias: norm1 after the attention, norm2 after the FFN.",
+            "each Add & Norm has its own LayerNorm with its own gain and bias: "
+            "norm1 after the attention, norm2 after the FFN.",
             _enc_one_norm,
         ),
     ],
@@ -347,12 +349,14 @@ check_decoder_masks = Checker(
         ),
         Mistake(
             "no causal mask",
-            "the decoder's self-attention must also hide the future, key j > query i: combine triu(diagonal=1) with the padding.",
+            "the decoder's self-attention must also hide the future, key j > query i: "
+            "combine triu(diagonal=1) with the padding.",
             _dm_no_causal,
         ),
         Mistake(
             "padding masked on the queries",
-            "a mask hides keys (the last axis); mask the padded source keys for every query, not the padded target queries.",
+            "a mask hides keys (the last axis); "
+            "mask the padded source keys for every query, not the padded target queries.",
             _dm_padding_on_queries,
         ),
     ],
@@ -435,7 +439,8 @@ check_transformer_parameter_count = Checker(
         ),
         Mistake(
             "a full-width attention per head",
-            "h heads of width d_model / h share the same d_model x d_model projections: the count does not depend on h.",
+            "h heads of width d_model / h share the same d_model x d_model projections: "
+            "the count does not depend on h.",
             _count_per_head,
         ),
     ],

@@ -167,7 +167,8 @@ check_uniform_smoothed_loss = Checker(
         Mistake(
             "PyTorch's label_smoothing",
             "F.cross_entropy(label_smoothing=eps) spreads eps over all V classes, <pad> included; here <pad> gets "
-            "nothing and eps is spread over the V - 1 other classes, the true one among them (it gets 1 - eps + eps/(V-1)).",
+            "nothing and eps is spread over the V - 1 other classes, "
+            "the true one among them (it gets 1 - eps + eps/(V-1)).",
             _usl_pytorch,
         ),
         Mistake(
@@ -179,7 +180,8 @@ check_uniform_smoothed_loss = Checker(
         ),
         Mistake(
             "mean of the sentences' means",
-            "average over the real tokens of the whole batch: a one-word sentence must not weigh as much as a long one.",
+            "average over the real tokens of the whole batch: "
+            "a one-word sentence must not weigh as much as a long one.",
             _usl_sentence_means,
         ),
         Mistake(
@@ -357,7 +359,8 @@ check_beam_step = Checker(
         ),
         Mistake(
             "<eos> does not finish",
-            "a candidate whose token is <eos> is finished from now on: finished = finished[origin] | (token == eos_id).",
+            "a candidate whose token is <eos> is finished from now on: "
+            "finished = finished[origin] | (token == eos_id).",
             _bs_eos_not_finishing,
         ),
         Mistake(
