@@ -89,217 +89,67 @@ def say(*parts):
     return detokenize(en, "en"), detokenize(fr, "fr")
 
 
+# fmt: off
 GOLDEN = [
     # agreement of article, adjective and predicate with a feminine plural subject; ne ... pas around the verb
-    (
-        lambda: clause(np_("girl", True, pre="small"), None, neg="pas", pred="happy"),
-        "The small girls are not happy.",
-        "Les petites filles ne sont pas heureuses.",
-    ),
+    (lambda: clause(np_("girl", True, pre="small"), None, neg="pas", pred="happy"), "The small girls are not happy.", "Les petites filles ne sont pas heureuses."),
     # possessive before a feminine noun starting with a vowel: mon école
-    (
-        lambda: clause(np_("school", det="poss", word="my"), None, pred="big"),
-        "My school is big.",
-        "Mon école est grande.",
-    ),
-    (
-        lambda: clause(np_("school", det="poss", word="my", pre="beautiful"), None, pred="big"),
-        "My beautiful school is big.",
-        "Ma belle école est grande.",
-    ),
+    (lambda: clause(np_("school", det="poss", word="my"), None, pred="big"), "My school is big.", "Mon école est grande."),
+    (lambda: clause(np_("school", det="poss", word="my", pre="beautiful"), None, pred="big"), "My beautiful school is big.", "Ma belle école est grande."),
     # vieil before a vowel; passé composé with avoir; English "an"
-    (
-        lambda: clause(np_("man", pre="old"), "manger", "past", obj=np_("apple", det="indef")),
-        "The old man ate an apple.",
-        "Le vieil homme a mangé une pomme.",
-    ),
+    (lambda: clause(np_("man", pre="old"), "manger", "past", obj=np_("apple", det="indef")), "The old man ate an apple.", "Le vieil homme a mangé une pomme."),
     (lambda: clause(np_("man", det="indef", pre="old"), "dormir"), "An old man sleeps.", "Un vieil homme dort."),
-    (
-        lambda: clause(np_("man", pre="beautiful"), "visiter", obj=np_("hotel", pre="new")),
-        "The beautiful man visits the new hotel.",
-        "Le bel homme visite le nouvel hôtel.",
-    ),
-    (
-        lambda: clause(np_("tree", True, pre="old"), None, pred="green"),
-        "The old trees are green.",
-        "Les vieux arbres sont verts.",
-    ),
+    (lambda: clause(np_("man", pre="beautiful"), "visiter", obj=np_("hotel", pre="new")), "The beautiful man visits the new hotel.", "Le bel homme visite le nouvel hôtel."),
+    (lambda: clause(np_("tree", True, pre="old"), None, pred="green"), "The old trees are green.", "Les vieux arbres sont verts."),
     # negation turns un/une/des into de (d' before a vowel); definite articles stay
-    (
-        lambda: clause(pron("i"), "avoir", neg="pas", obj=np_("car", det="indef")),
-        "I do not have a car.",
-        "Je n'ai pas de voiture.",
-    ),
-    (
-        lambda: clause(pron("she"), "avoir", neg="pas", obj=np_("orange", det="indef")),
-        "She does not have an orange.",
-        "Elle n'a pas d'orange.",
-    ),
-    (
-        lambda: clause(pron("i"), "voir", neg="pas", obj=np_("cat", True, det="indef", pre="old")),
-        "I do not see old cats.",
-        "Je ne vois pas de vieux chats.",
-    ),
-    (
-        lambda: clause(pron("he"), "boire", neg="pas", obj=np_("water")),
-        "He does not drink the water.",
-        "Il ne boit pas l'eau.",
-    ),
+    (lambda: clause(pron("i"), "avoir", neg="pas", obj=np_("car", det="indef")), "I do not have a car.", "Je n'ai pas de voiture."),
+    (lambda: clause(pron("she"), "avoir", neg="pas", obj=np_("orange", det="indef")), "She does not have an orange.", "Elle n'a pas d'orange."),
+    (lambda: clause(pron("i"), "voir", neg="pas", obj=np_("cat", True, det="indef", pre="old")), "I do not see old cats.", "Je ne vois pas de vieux chats."),
+    (lambda: clause(pron("he"), "boire", neg="pas", obj=np_("water")), "He does not drink the water.", "Il ne boit pas l'eau."),
     # des becomes de before a plural adjective
-    (
-        lambda: clause(pron("we"), "manger", "future", obj=np_("apple", True, det="indef", pre="big")),
-        "We are going to eat big apples.",
-        "Nous allons manger de grandes pommes.",
-    ),
+    (lambda: clause(pron("we"), "manger", "future", obj=np_("apple", True, det="indef", pre="big")), "We are going to eat big apples.", "Nous allons manger de grandes pommes."),
     # être verbs: the participle agrees with the subject; au, aux, du contractions
-    (
-        lambda: clause(pron("she"), "aller", "past", place=np_("park")),
-        "She went to the park.",
-        "Elle est allée au parc.",
-    ),
-    (
-        lambda: clause(pron("he"), "donner", obj=np_("book"), recip=np_("child", True)),
-        "He gives the book to the children.",
-        "Il donne le livre aux enfants.",
-    ),
-    (
-        lambda: clause(np_("friend", det="poss", word="my"), "revenir", "future", neg="pas", place=np_("school")),
-        "My friend is not going to come back from the school.",
-        "Mon ami ne va pas revenir de l'école.",
-    ),
-    (
-        lambda: clause(pron("she"), "sortir", "past", neg="jamais", place=np_("house")),
-        "She never went out of the house.",
-        "Elle n'est jamais sortie de la maison.",
-    ),
+    (lambda: clause(pron("she"), "aller", "past", place=np_("park")), "She went to the park.", "Elle est allée au parc."),
+    (lambda: clause(pron("he"), "donner", obj=np_("book"), recip=np_("child", True)), "He gives the book to the children.", "Il donne le livre aux enfants."),
+    (lambda: clause(np_("friend", det="poss", word="my"), "revenir", "future", neg="pas", place=np_("school")), "My friend is not going to come back from the school.", "Mon ami ne va pas revenir de l'école."),
+    (lambda: clause(pron("she"), "sortir", "past", neg="jamais", place=np_("house")), "She never went out of the house.", "Elle n'est jamais sortie de la maison."),
     (lambda: clause(pron("she"), "entrer", place=np_("house")), "She enters the house.", "Elle entre dans la maison."),
     # relative clauses: qui never elides; que does; the participle agrees with a preceding direct object
-    (
-        lambda: clause(np_("girl", True, rel=("obj", clause(pron("i"), "voir", "past"))), "partir", "past"),
-        "The girls that I saw left.",
-        "Les filles que j'ai vues sont parties.",
-    ),
-    (
-        lambda: clause(np_("letter", True, rel=("obj", clause(pron("he"), "écrire", "past"))), None, pred="long"),
-        "The letters that he wrote are long.",
-        "Les lettres qu'il a écrites sont longues.",
-    ),
-    (
-        lambda: clause(
-            np_("apple", rel=("obj", clause(np_("child", True), "manger", "past", neg="pas"))), None, pred="red"
-        ),
-        "The apple that the children did not eat is red.",
-        "La pomme que les enfants n'ont pas mangée est rouge.",
-    ),
-    (
-        lambda: clause(np_("cat", rel=("subj", clause(None, "dormir"))), None, pred="black"),
-        "The cat that sleeps is black.",
-        "Le chat qui dort est noir.",
-    ),
-    (
-        lambda: clause(np_("girl", rel=("subj", clause(None, None, pred="happy"))), "chanter"),
-        "The girl who is happy sings.",
-        "La fille qui est heureuse chante.",
-    ),
+    (lambda: clause(np_("girl", True, rel=("obj", clause(pron("i"), "voir", "past"))), "partir", "past"), "The girls that I saw left.", "Les filles que j'ai vues sont parties."),
+    (lambda: clause(np_("letter", True, rel=("obj", clause(pron("he"), "écrire", "past"))), None, pred="long"), "The letters that he wrote are long.", "Les lettres qu'il a écrites sont longues."),
+    (lambda: clause(np_("apple", rel=("obj", clause(np_("child", True), "manger", "past", neg="pas"))), None, pred="red"), "The apple that the children did not eat is red.", "La pomme que les enfants n'ont pas mangée est rouge."),
+    (lambda: clause(np_("cat", rel=("subj", clause(None, "dormir"))), None, pred="black"), "The cat that sleeps is black.", "Le chat qui dort est noir."),
+    (lambda: clause(np_("girl", rel=("subj", clause(None, None, pred="happy"))), "chanter"), "The girl who is happy sings.", "La fille qui est heureuse chante."),
     # possessor: reordered, with du
     (lambda: clause(np_("dog", possessor=np_("boy")), "dormir"), "The boy's dog sleeps.", "Le chien du garçon dort."),
-    (
-        lambda: clause(np_("hat", possessor=np_("woman", pre="old")), None, pred="red"),
-        "The old woman's hat is red.",
-        "Le chapeau de la vieille femme est rouge.",
-    ),
+    (lambda: clause(np_("hat", possessor=np_("woman", pre="old")), None, pred="red"), "The old woman's hat is red.", "Le chapeau de la vieille femme est rouge."),
     # cet, h aspiré
     (lambda: clause(np_("tree", det="dem"), None, pred="beautiful"), "This tree is beautiful.", "Cet arbre est beau."),
     (lambda: clause(np_("owl"), "dormir"), "The owl sleeps.", "Le hibou dort."),
     # coordinated subjects: plural, masculine unless all feminine; his/her agree with the thing possessed
-    (
-        lambda: clause(C.Coord([np_("cat"), np_("dog")]), None, pred="happy"),
-        "The cat and the dog are happy.",
-        "Le chat et le chien sont heureux.",
-    ),
-    (
-        lambda: clause(C.Coord([np_("mother"), np_("girl")]), None, pred="happy"),
-        "The mother and the girl are happy.",
-        "La mère et la fille sont heureuses.",
-    ),
-    (
-        lambda: clause(
-            C.Coord([np_("father", det="poss", word="her"), np_("mother", det="poss", word="his")]), None, pred="tired"
-        ),
-        "Her father and his mother are tired.",
-        "Son père et sa mère sont fatigués.",
-    ),
+    (lambda: clause(C.Coord([np_("cat"), np_("dog")]), None, pred="happy"), "The cat and the dog are happy.", "Le chat et le chien sont heureux."),
+    (lambda: clause(C.Coord([np_("mother"), np_("girl")]), None, pred="happy"), "The mother and the girl are happy.", "La mère et la fille sont heureuses."),
+    (lambda: clause(C.Coord([np_("father", det="poss", word="her"), np_("mother", det="poss", word="his")]), None, pred="tired"), "Her father and his mother are tired.", "Son père et sa mère sont fatigués."),
     # adverbs: often after the conjugated verb in French; time adverbs; copula tenses
-    (
-        lambda: clause(pron("he"), "manger", freq="often", obj=np_("apple", True, det="indef")),
-        "He often eats apples.",
-        "Il mange souvent des pommes.",
-    ),
-    (
-        lambda: clause(pron("we"), "boire", "past", obj=np_("water"), time="yesterday"),
-        "We drank the water yesterday.",
-        "Nous avons bu l'eau hier.",
-    ),
-    (
-        lambda: clause(pron("they"), None, "future", pred="tired", time="tomorrow"),
-        "They are going to be tired tomorrow.",
-        "Ils vont être fatigués demain.",
-    ),
+    (lambda: clause(pron("he"), "manger", freq="often", obj=np_("apple", True, det="indef")), "He often eats apples.", "Il mange souvent des pommes."),
+    (lambda: clause(pron("we"), "boire", "past", obj=np_("water"), time="yesterday"), "We drank the water yesterday.", "Nous avons bu l'eau hier."),
+    (lambda: clause(pron("they"), None, "future", pred="tired", time="tomorrow"), "They are going to be tired tomorrow.", "Ils vont être fatigués demain."),
     (lambda: clause(pron("you"), None, "past", pred="happy"), "You were happy.", "Tu as été heureux."),
-    (
-        lambda: clause(pron("she"), None, "past", neg="pas", pred="tired", very=True),
-        "She was not very tired.",
-        "Elle n'a pas été très fatiguée.",
-    ),
+    (lambda: clause(pron("she"), None, "past", neg="pas", pred="tired", very=True), "She was not very tired.", "Elle n'a pas été très fatiguée."),
     # particles, prepositions, numbers, "very"
-    (
-        lambda: clause(np_("woman"), "chercher", obj=np_("key")),
-        "The woman looks for the key.",
-        "La femme cherche la clé.",
-    ),
-    (
-        lambda: clause(np_("child", True), "écouter", "past", neg="pas", obj=np_("teacher")),
-        "The children did not listen to the teacher.",
-        "Les enfants n'ont pas écouté le professeur.",
-    ),
-    (
-        lambda: clause(np_("cat"), None, pred=prep("under", np_("table"))),
-        "The cat is under the table.",
-        "Le chat est sous la table.",
-    ),
-    (
-        lambda: clause(np_("book", pp=prep("on", np_("table"))), None, pred="new"),
-        "The book on the table is new.",
-        "Le livre sur la table est nouveau.",
-    ),
-    (
-        lambda: clause(np_("cat", True, det="num", word="two"), "dormir", adjunct=prep("near", np_("park"))),
-        "Two cats sleep near the park.",
-        "Deux chats dorment près du parc.",
-    ),
-    (
-        lambda: clause(np_("dog", pre="big", very=True), "aboyer"),
-        "The very big dog barks.",
-        "Le très grand chien aboie.",
-    ),
-    (
-        lambda: clause(np_("ball", post="red", very=True), None, pred="small"),
-        "The very red ball is small.",
-        "Le ballon très rouge est petit.",
-    ),
+    (lambda: clause(np_("woman"), "chercher", obj=np_("key")), "The woman looks for the key.", "La femme cherche la clé."),
+    (lambda: clause(np_("child", True), "écouter", "past", neg="pas", obj=np_("teacher")), "The children did not listen to the teacher.", "Les enfants n'ont pas écouté le professeur."),
+    (lambda: clause(np_("cat"), None, pred=prep("under", np_("table"))), "The cat is under the table.", "Le chat est sous la table."),
+    (lambda: clause(np_("book", pp=prep("on", np_("table"))), None, pred="new"), "The book on the table is new.", "Le livre sur la table est nouveau."),
+    (lambda: clause(np_("cat", True, det="num", word="two"), "dormir", adjunct=prep("near", np_("park"))), "Two cats sleep near the park.", "Deux chats dorment près du parc."),
+    (lambda: clause(np_("dog", pre="big", very=True), "aboyer"), "The very big dog barks.", "Le très grand chien aboie."),
+    (lambda: clause(np_("ball", post="red", very=True), None, pred="small"), "The very red ball is small.", "Le ballon très rouge est petit."),
     (lambda: clause(pron("i"), "aimer", obj=np_("egg", True)), "I like the eggs.", "J'aime les œufs."),
     # coordination of clauses, with the comma of "but" and the elision of "parce que"
-    (
-        lambda: (clause(pron("i"), "dormir"), "but", clause(pron("you"), "chanter")),
-        "I sleep, but you sing.",
-        "Je dors, mais tu chantes.",
-    ),
-    (
-        lambda: (clause(pron("he"), None, pred="sad"), "because", clause(pron("she"), "partir", "past")),
-        "He is sad because she left.",
-        "Il est triste parce qu'elle est partie.",
-    ),
+    (lambda: (clause(pron("i"), "dormir"), "but", clause(pron("you"), "chanter")), "I sleep, but you sing.", "Je dors, mais tu chantes."),
+    (lambda: (clause(pron("he"), None, pred="sad"), "because", clause(pron("she"), "partir", "past")), "He is sad because she left.", "Il est triste parce qu'elle est partie."),
 ]
+# fmt: on
 
 
 @pytest.mark.parametrize("build, english, french", GOLDEN, ids=[g[1] for g in GOLDEN])
