@@ -106,88 +106,144 @@ def prefix_softmax_pool(
     of positions ``0..i`` with the softmax of their scores. A position with no
     unmasked position at or before it gets zeros.
 
-    Row ``i`` is a ratio of two sums, ``Σ_{j≤i} exp(s_j - m_i) v_j`` over
-    ``Σ_{j≤i} exp(s_j - m_i)``, where ``m_i`` is the running maximum of the
-    scores up to ``i`` (any shift leaves the ratio unchanged; this one keeps
-    every exponent at most 0, so nothing overflows, and the largest term is
-    ``exp(0) = 1``, so the denominator is at least 1). The denominator rides
-    along as one more feature of the values, a column of ones.
-    :func:`_prefix_sums` computes both sums in chunks of ``chunk`` positions
-    (default: the head width ``d_h``, so that a chunk's weights take no more
-    room than its values). The cost is linear in ``N``, and no tensor has
-    ``N × N`` entries.
+    Row ``i`` is a ratio of two sums, ``Σ_{j≤i} e^{s_j - m_i} v_j`` over
+    ``ℓ_i = Σ_{j≤i} e^{s_j - m_i}``, where ``m_i`` is the running maximum of the
+    scores up to ``i`` (a shift leaves the ratio unchanged; this one keeps every
+    exponent at most 0, so nothing overflows, and the largest term is
+    ``e^0 = 1``, so ``ℓ_i ≥ 1``). Write ``e^{s_j - m_i} = w_j e^{m_j - m_i}``
+    with ``w_j = e^{s_j - m_j} ≤ 1``: both sums are then one scan,
+    ``P_i = Σ_{j≤i} e^{m_j - m_i} y_j`` with ``y_j = [w_j v_j, w_j]`` (the
+    denominator rides along as one more feature), computed by :func:`_scan` in
+    chunks of ``chunk`` positions (default: the head width ``d_h``, so that a
+    chunk's grid of weights takes no more room than its values). The cost is
+    linear in ``N``, and no tensor has ``N × N`` entries.
+
+    The backward pass is written out (:class:`_PrefixSoftmaxPool`): the
+    gradients are the same kind of sums taken the other way, from the end of
+    the sequence back (``Σ_{i ≥ j}``), so one more scan computes them all, for
+    every head at once, with no graph of the forward's small steps to walk back
+    through.
     """
-    B, N, H, d_h = values.shape
-    chunk = max(2, d_h) if chunk is None else chunk
+    chunk = max(2, values.shape[-1]) if chunk is None else chunk
     if chunk < 2:
         raise ValueError(f"chunk must be at least 2 positions, got {chunk}")
-    scores = scores.transpose(1, 2)  # (B, H, N): heads first from here on
-    features = F.pad(values.transpose(1, 2), (0, 1), value=1.0)  # [v_j, 1]: (B, H, N, d_h + 1)
-    hidden = None if ignore is None else ignore[:, None, :]  # (B, 1, N)
-    # m_i: a shift, so a constant for autograd; padding has no say in it
-    running_max = (scores if hidden is None else scores.masked_fill(hidden, _lowest(scores))).detach().cummax(dim=-1).values
-    if hidden is not None:  # padding: zero features, so no weight in either sum, and a harmless score s_j = m_j
-        scores = torch.where(hidden, running_max, scores)
-        features = features.masked_fill(hidden[..., None], 0.0)
-    sums = _prefix_sums(scores, running_max, features, chunk)
-    total = sums[..., -1:]  # at least 1, since the largest term is exp(0) = 1 ...
-    if ignore is not None:  # ... or 0 where there is nothing to pool yet: zeros, not 0 / 0
-        total = total.masked_fill(total == 0, 1.0)
-    return (sums[..., :-1] / total).transpose(1, 2)  # (B, N, H, d_h)
+    return _PrefixSoftmaxPool.apply(scores, values, ignore, chunk)
 
 
-def _prefix_sums(scores: torch.Tensor, running_max: torch.Tensor, features: torch.Tensor, chunk: int) -> torch.Tensor:
-    """``Σ_{j ≤ i} exp(s_j - m_i) x_j`` for every ``i``: scores and ``m`` ``(..., N)``, features ``x`` ``(..., N, f)``.
+class _PrefixSoftmaxPool(torch.autograd.Function):
+    """:func:`prefix_softmax_pool` with its backward pass written out.
 
-    ``m`` must never decrease and must be at least every score up to ``i``, so
-    that every exponent is at most 0. Up to ``chunk`` positions, one grid of
-    weights does it (:func:`_prefix_sums_by_grid`). Beyond, the sequence is cut
-    into chunks of ``chunk`` positions, and
-
-    1. every position sums its own chunk up to itself, one small grid per chunk;
-    2. the row at the end of chunk ``k`` is that chunk's total, referenced to
-       ``m`` at its end. Summing the totals of chunks ``0..k``, each rescaled to
-       the ``m`` at the end of chunk ``k``, is again a prefix sum, over a
-       sequence ``chunk`` times shorter whose scores are the ``m`` at the chunks'
-       ends (and so is its running maximum): this same function computes it;
-    3. each position adds what came before its chunk, rescaled from the ``m``
-       at the end of the previous chunk to its own: ``exp(m_prev - m_i) ≤ 1``,
-       the rescaling of an online softmax when the maximum grows.
-
-    The levels have ``N``, ``N / chunk``, ``N / chunk²``, … positions: the work is linear in ``N``.
+    With ``a_ij = e^{s_j - m_i} / ℓ_i`` the weight of ``j`` in row ``i`` and ``g_i`` the
+    gradient of row ``i``: ``∂L/∂v_j = Σ_{i≥j} a_ij g_i`` and
+    ``∂L/∂s_j = Σ_{i≥j} a_ij g_i · (v_j - out_i) = v_j · ∂L/∂v_j - Σ_{i≥j} a_ij (g_i · out_i)``.
+    Since ``a_ij = w_j e^{m_j - m_i} / ℓ_i``, both are ``w_j`` times a backward scan,
+    ``T_j = Σ_{i≥j} e^{m_j - m_i} z_i`` of ``z_i = [g_i, g_i · out_i] / ℓ_i``. The
+    running maximum ``m`` is a shift: it has no gradient.
     """
-    N = scores.shape[-1]
+
+    @staticmethod
+    def forward(ctx, scores, values, ignore, chunk):
+        B, N, H, d_h = values.shape
+        s = scores.transpose(1, 2)  # (B, H, N): heads first from here on
+        if ignore is not None:  # padding has no say in the running maximum ...
+            s = s.masked_fill(ignore[:, None, :], _lowest(s))
+        m = s.cummax(dim=-1).values  # m_i, never decreasing
+        w = torch.exp(s - m)  # w_j = e^{s_j - m_j}, in (0, 1]
+        if ignore is not None:  # ... and no weight
+            w = w.masked_fill(ignore[:, None, :], 0.0)
+        y = values.new_empty(B, H, N, d_h + 1)  # [w_j v_j, w_j]
+        torch.mul(values.transpose(1, 2), w[..., None], out=y[..., :d_h])
+        y[..., d_h] = w
+        sums, weights = _scan(m, y, chunk)
+        total = sums[..., d_h]  # ℓ_i ≥ 1 ...
+        if ignore is not None:  # ... or 0 where there is nothing to pool yet: zeros, not 0 / 0
+            total = total.masked_fill(total == 0, 1.0)
+        out = values.new_empty(B, N, H, d_h)
+        torch.div(sums[..., :d_h], total[..., None], out=out.transpose(1, 2))
+        ctx.save_for_backward(values, out, m, w, total, weights)
+        ctx.chunk = chunk
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        values, out, m, w, total, weights = ctx.saved_tensors
+        B, N, H, d_h = values.shape
+        inv = total.reciprocal()
+        z = values.new_empty(B, H, N, d_h + 1)  # [g_i, g_i · out_i] / ℓ_i
+        torch.mul(grad.transpose(1, 2), inv[..., None], out=z[..., :d_h])
+        z[..., d_h] = (grad * out).sum(dim=-1).transpose(1, 2) * inv
+        t, _ = _scan(m, z, ctx.chunk, reverse=True, weights=weights)  # T_j = Σ_{i≥j} e^{m_j - m_i} z_i
+        dvalues = values.new_empty(B, N, H, d_h)
+        torch.mul(t[..., :d_h], w[..., None], out=dvalues.transpose(1, 2))
+        dscores = (values * dvalues).sum(dim=-1) - (w * t[..., d_h]).transpose(1, 2)
+        return dscores, dvalues, None, None
+
+
+def _scan(
+    r: torch.Tensor, y: torch.Tensor, chunk: int, reverse: bool = False, weights: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``P_i = Σ_{j ≤ i} e^{r_j - r_i} y_j`` for every ``i`` (``reverse``: ``T_j = Σ_{i ≥ j} e^{r_j - r_i} y_i``).
+
+    ``r`` ``(..., N)`` must never decrease, so that every exponent is at most 0;
+    ``y`` is ``(..., N, f)``. Up to ``chunk`` positions, one grid of weights does
+    it (:func:`_grid`). Beyond, the sequence is cut into chunks of ``chunk``
+    positions (the last one padded with positions that weigh nothing), and
+
+    1. every position sums its own chunk, one small grid per chunk;
+    2. what the other chunks contribute is again a scan, over a sequence
+       ``chunk`` times shorter: forward, the chunks' totals at their last
+       position, with ``r`` at the chunks' ends; backward, at their first
+       position, with ``r`` at their starts. This same function computes it;
+    3. each position adds what lies beyond its chunk, carried to its own ``r``
+       by one factor ``e^{r_end(k-1) - r_i}`` (forward) or ``e^{r_i - r_start(k+1)}``
+       (backward), at most 1: the rescaling of an online softmax.
+
+    The levels have ``N``, ``N / chunk``, ``N / chunk²``, … positions: the work is
+    linear in ``N``. Returns the sums and the grids of step 1, which depend on
+    ``r`` alone: the backward scan over the same ``r`` passes them back as
+    ``weights`` instead of computing them again.
+    """
+    N = r.shape[-1]
     if N <= chunk:
-        return _prefix_sums_by_grid(scores, running_max, features)
+        weights = _grid(r) if weights is None else weights
+        return (weights.transpose(-1, -2) if reverse else weights) @ y, weights
     chunks = -(-N // chunk)
     pad = chunks * chunk - N
-    if pad:  # fill the last chunk with positions that weigh nothing
-        scores = F.pad(scores, (0, pad), value=_lowest(scores))
-        running_max = torch.cat([running_max, running_max[..., -1:].expand(*running_max.shape[:-1], pad)], dim=-1)
-        features = F.pad(features, (0, 0, 0, pad))
-    chunk_max = running_max.unflatten(-1, (chunks, chunk))  # (..., chunks, chunk)
-    # 1. within each chunk: (..., chunks, chunk, f)
-    inside = _prefix_sums_by_grid(scores.unflatten(-1, (chunks, chunk)), chunk_max, features.unflatten(-2, (chunks, chunk)))
-    # 2. everything up to the end of chunk k, referenced to the m at that end: (..., chunks, f)
-    end_max = chunk_max[..., -1]
-    upto = _prefix_sums(end_max, end_max, inside[..., -1, :], chunk)
-    # 3. chunk k adds row k - 1 of that (chunk 0 adds nothing), rescaled to each position's m_i
-    before = F.pad(upto[..., :-1, :], (0, 0, 1, 0))[..., None, :]  # (..., chunks, 1, f)
-    before_max = F.pad(end_max[..., :-1], (1, 0), value=_lowest(scores))[..., None]  # (..., chunks, 1)
-    sums = inside + torch.exp(before_max - chunk_max)[..., None] * before
-    return sums.flatten(-3, -2)[..., :N, :]
+    if pad:  # positions with y = 0 weigh nothing; r stays at its last value, so it never decreases
+        r = torch.cat([r, r[..., -1:].expand(*r.shape[:-1], pad)], dim=-1)
+        y = F.pad(y, (0, 0, 0, pad))
+    r = r.unflatten(-1, (chunks, chunk))  # (..., chunks, chunk)
+    weights = _grid(r) if weights is None else weights  # (..., chunks, chunk, chunk)
+    sums = (weights.transpose(-1, -2) if reverse else weights) @ y.unflatten(-2, (chunks, chunk))  # 1.
+    if not reverse:
+        ends = r[..., -1]
+        upto, _ = _scan(ends, sums[..., -1, :], chunk)  # 2. chunks 0..k, referenced to r at k's end
+        carry = torch.exp(ends[..., :-1, None] - r[..., 1:, :])  # 3. chunk k adds row k - 1 of that
+        sums[..., 1:, :, :].addcmul_(carry[..., None], upto[..., :-1, None, :])
+    else:
+        starts = r[..., 0]
+        after, _ = _scan(starts, sums[..., 0, :], chunk, reverse=True)  # 2. chunks k.., referenced to r at k's start
+        carry = torch.exp(r[..., :-1, :] - starts[..., 1:, None])  # 3. chunk k adds row k + 1 of that
+        sums[..., :-1, :, :].addcmul_(carry[..., None], after[..., 1:, None, :])
+    return sums.flatten(-3, -2)[..., :N, :], weights
 
 
-def _prefix_sums_by_grid(scores: torch.Tensor, running_max: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
-    """The same sums with an ``n × n`` grid of weights ``exp(s_j - m_i)``, kept where ``j ≤ i`` (``tril``).
+_ABOVE: dict[tuple[int, torch.device], torch.Tensor] = {}
 
-    For ``j ≤ i``, ``m_i = max(m_i, m_j)``, as ``m`` never decreases. Above the
-    diagonal ``s_j - m_i`` could be large and ``exp`` overflow; ``max(m_i, m_j)``
-    keeps every exponent at most 0 there too, so the weights that ``tril``
-    drops are finite (an infinite one would turn gradients into NaN).
+
+def _grid(r: torch.Tensor) -> torch.Tensor:
+    """The ``n × n`` grid of weights ``e^{r_j - r_i}`` where ``j ≤ i``, 0 above the diagonal: ``(..., i, j)``.
+
+    Above the diagonal ``r_j - r_i`` could be large and ``exp`` overflow, so
+    those entries are set to ``-inf`` first. Forward, ``grid @ y`` sums over
+    ``j ≤ i``; backward, ``gridᵀ @ y`` over ``i ≥ j``.
     """
-    reference = torch.maximum(running_max[..., :, None], running_max[..., None, :])  # (..., i, j)
-    return torch.exp(scores[..., None, :] - reference).tril() @ features  # (..., i, j) @ (..., j, f)
+    n = r.shape[-1]
+    above = _ABOVE.get((n, r.device))
+    if above is None:
+        above = _ABOVE[n, r.device] = torch.ones(n, n, dtype=torch.bool, device=r.device).triu(1)
+    return (r[..., None, :] - r[..., :, None]).masked_fill_(above, -math.inf).exp_()
 
 
 def _lowest(x: torch.Tensor) -> float:
