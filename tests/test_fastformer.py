@@ -355,6 +355,22 @@ def test_prefix_softmax_pool_gradients_by_finite_differences():
     assert torch.autograd.gradcheck(lambda s, v: prefix_softmax_pool(s, v, ignore, chunk=2), (scores, values))
 
 
+@pytest.mark.parametrize("N, chunk", [(1, 4), (5, 2), (16, 4), (17, 4), (129, 4), (300, 16)])
+@pytest.mark.parametrize("scale", [3.0, 1e4], ids=["moderate", "huge-scores"])
+def test_prefix_softmax_pool_gradients_equal_the_explicit_softmax(N, chunk, scale):
+    """The written-out backward (a scan from the end, over the forward's grids) against autograd of the N x N softmax."""
+    scores, values, ignore = _pool_inputs(N, seed=N + 1, scale=scale)
+    weights = torch.randn(*values.shape, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    for mask in (ignore, None):
+        s1, v1 = scores.clone().requires_grad_(), values.clone().requires_grad_()
+        s2, v2 = scores.clone().requires_grad_(), values.clone().requires_grad_()
+        (prefix_softmax_pool(s1, v1, mask, chunk=chunk) * weights).sum().backward()
+        reference_mask = torch.zeros_like(ignore) if mask is None else mask
+        (_explicit_causal_pool(s2, v2, reference_mask) * weights).sum().backward()
+        torch.testing.assert_close(v1.grad, v2.grad, rtol=0, atol=1e-12)
+        torch.testing.assert_close(s1.grad, s2.grad, rtol=0, atol=1e-11)
+
+
 def test_prefix_softmax_pool_refuses_a_chunk_of_one():
     scores, values, _ = _pool_inputs(5)
     with pytest.raises(ValueError, match="chunk must be at least 2"):
