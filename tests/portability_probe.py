@@ -50,7 +50,8 @@ COVERED = {
     "attnbook.positional": {"SinusoidalPositionalEncoding", "LearnedPositionalEncoding"},
     "attnbook.transformer": {"Transformer", "EncoderLayer", "DecoderLayer", "PositionwiseFFN", "AddNorm"},
     "attnbook.decode": {"Uncached"},
-    "attnbook.fastformer": {"FastSelfAttention", "FastformerEncoder", "SoftmaxEncoder", "AttentionPooling"},
+    "attnbook.fastformer": {"FastSelfAttention", "FastformerEncoder", "SoftmaxEncoder", "AttentionPooling",
+                            "LinearSelfAttention", "LinformerSelfAttention"},
 }
 
 STEPS_PER_RUN = 24
@@ -118,6 +119,32 @@ def _encoder_run(kind: str, causal: bool = False) -> dict:
     return {"losses": losses, "weights": _weights(model)}
 
 
+def _efficient_attention_run(kind: str) -> dict:
+    """Chapter 9: kernelized (linear) or low-rank (Linformer) attention with a residual LayerNorm, trained to classify."""
+    from attnbook.fastformer import AttentionPooling, LinearSelfAttention, LinformerSelfAttention
+
+    torch.manual_seed(0)
+    layer = LinearSelfAttention(32, 4) if kind == "linear" else LinformerSelfAttention(32, 4, max_len=24, k=8)
+    model = nn.ModuleList([nn.Embedding(20, 32), layer, nn.LayerNorm(32), AttentionPooling(32), nn.Linear(32, 2)])
+    embed, _, norm, pool, out = model
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    data = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(STEPS_PER_RUN):
+        ids = torch.randint(1, 20, (16, 24), generator=data)
+        lengths = torch.randint(8, 25, (16,), generator=data)
+        padding = torch.arange(24)[None, :] >= lengths[:, None]
+        labels = (ids[:, :8] > 10).sum(dim=1).remainder(2)
+        h = embed(ids)
+        h = norm(h + layer(h, padding))
+        loss = nn.functional.cross_entropy(out(pool(h, padding)), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return {"losses": losses, "weights": _weights(model)}
+
+
 def _attention_head_run(kind: str) -> dict:
     """Chapters 3, 5 and 6: attention over learned positions, trained to report the previous token.
 
@@ -176,6 +203,8 @@ def runs() -> dict[str, dict]:
     results["Fastformer (chapter 9)"] = _encoder_run("Fastformer")
     results["causal Fastformer (chapter 9)"] = _encoder_run("Fastformer", causal=True)
     results["softmax encoder (chapter 9)"] = _encoder_run("softmax")
+    results["linear attention (chapter 9)"] = _efficient_attention_run("linear")
+    results["Linformer (chapter 9)"] = _efficient_attention_run("Linformer")
     return results
 
 

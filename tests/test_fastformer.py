@@ -12,6 +12,8 @@ from attnbook.fastformer import (
     FastformerEncoder,
     FastformerLayer,
     FastSelfAttention,
+    LinearSelfAttention,
+    LinformerSelfAttention,
     SoftmaxEncoder,
     SoftmaxEncoderLayer,
     prefix_softmax_pool,
@@ -353,6 +355,22 @@ def test_prefix_softmax_pool_gradients_by_finite_differences():
     assert torch.autograd.gradcheck(lambda s, v: prefix_softmax_pool(s, v, ignore, chunk=2), (scores, values))
 
 
+@pytest.mark.parametrize("N, chunk", [(1, 4), (5, 2), (16, 4), (17, 4), (129, 4), (300, 16)])
+@pytest.mark.parametrize("scale", [3.0, 1e4], ids=["moderate", "huge-scores"])
+def test_prefix_softmax_pool_gradients_equal_the_explicit_softmax(N, chunk, scale):
+    """The written-out backward (a scan from the end, over the forward's grids) against autograd of the N x N softmax."""
+    scores, values, ignore = _pool_inputs(N, seed=N + 1, scale=scale)
+    weights = torch.randn(*values.shape, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    for mask in (ignore, None):
+        s1, v1 = scores.clone().requires_grad_(), values.clone().requires_grad_()
+        s2, v2 = scores.clone().requires_grad_(), values.clone().requires_grad_()
+        (prefix_softmax_pool(s1, v1, mask, chunk=chunk) * weights).sum().backward()
+        reference_mask = torch.zeros_like(ignore) if mask is None else mask
+        (_explicit_causal_pool(s2, v2, reference_mask) * weights).sum().backward()
+        torch.testing.assert_close(v1.grad, v2.grad, rtol=0, atol=1e-12)
+        torch.testing.assert_close(s1.grad, s2.grad, rtol=0, atol=1e-11)
+
+
 def test_prefix_softmax_pool_refuses_a_chunk_of_one():
     scores, values, _ = _pool_inputs(5)
     with pytest.raises(ValueError, match="chunk must be at least 2"):
@@ -540,3 +558,127 @@ def test_bad_inputs_get_clear_errors():
         encoder(torch.randn(2, 5, 6))
     with pytest.raises(TypeError, match="bool tensor"):
         encoder(x, torch.zeros(2, 5, dtype=torch.int64))
+
+
+# --- The mixing and output ablations --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_mix_add_and_concat_replace_the_products(causal):
+    x = _x(2, 6, D)
+    ignore = padding_mask(torch.tensor([6, 4]), 6)
+    full = _attention()
+    added = _attention(mix="add")
+    added.load_state_dict(full.state_dict())
+    q = full.query(x)
+    # the same computation with + in place of ⊙, from the parts
+    if causal:
+        heads = q.view(2, 6, H, D // H)
+        q_bar = prefix_softmax_pool(full._scores(full.query_att, q), heads, ignore).reshape(2, 6, D)
+    else:
+        _, q_bar = full._pool(full._scores(full.query_att, q), q, ignore)
+    p = full.key(x) + q_bar
+    if causal:
+        k_bar = prefix_softmax_pool(full._scores(full.key_att, p), p.view(2, 6, H, D // H), ignore).reshape(2, 6, D)
+    else:
+        _, k_bar = full._pool(full._scores(full.key_att, p), p, ignore)
+    torch.testing.assert_close(added(x, ignore, causal=causal), full.transform(q + k_bar) + q)
+
+    concat = _attention(mix="concat")
+    assert _count(concat) == _count(full) + 2 * (2 * D * D + D)
+    state = dict(full.state_dict())
+    with torch.no_grad():  # [x, g] -> x * 0 + g * 0 + ... : a map that keeps x and adds g is the additive model
+        eye = torch.eye(D, dtype=torch.float64)
+        for name in ("key_mix", "value_mix"):
+            state[f"{name}.weight"] = torch.cat([eye, eye], dim=1)
+            state[f"{name}.bias"] = torch.zeros(D, dtype=torch.float64)
+    concat.load_state_dict(state)
+    torch.testing.assert_close(concat(x, ignore, causal=causal), added(x, ignore, causal=causal))
+
+
+def test_with_mix_add_the_second_pooling_ignores_the_global_query():
+    """w · (k_i + q̄) = w · k_i + w · q̄: the q̄ term is the same at every position, so softmax drops it."""
+    x = _x(2, 6, D)
+    added = _attention(mix="add")
+    _, _, beta = added(x, need_weights=True)
+    k = added.key(x)
+    expected = torch.softmax(added._scores(added.key_att, k), dim=1).transpose(1, 2)
+    torch.testing.assert_close(beta, expected)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_add_the_global_query_and_the_global_query_alone(causal):
+    x = _x(2, 5, D)
+    full = _attention()
+    plus_global = _attention(add_query="global")
+    plus_global.load_state_dict(full.state_dict())
+    only = _attention(global_query_only=True)
+    only.load_state_dict({k: v for k, v in full.state_dict().items() if k.startswith("query")})
+    assert _count(only) == 2 * (D * D + D) // 2 + D * H + H
+    q_bar = only(x, causal=causal)
+    if not causal:
+        assert torch.equal(q_bar, q_bar[:, :1].expand_as(q_bar))  # one vector for every position
+    no_q = _attention(add_query=False)
+    no_q.load_state_dict(full.state_dict())
+    torch.testing.assert_close(plus_global(x, causal=causal), no_q(x, causal=causal) + q_bar)
+    torch.testing.assert_close(full(x, causal=causal), no_q(x, causal=causal) + full.query(x))
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(ValueError, match="mix must be"):
+        FastSelfAttention(8, 2, mix="sum")
+    with pytest.raises(ValueError, match="add_query must be"):
+        FastSelfAttention(8, 2, add_query="local")
+
+
+# --- Linear (kernelized) and Linformer (low-rank) attention ---------------------------------------
+
+
+def _random_params(module, seed=0):
+    torch.manual_seed(seed)
+    module.double()
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0, 0.5)
+    return module
+
+
+def _phi(x):
+    return torch.nn.functional.elu(x) + 1
+
+
+def test_linear_attention_equals_its_quadratic_form():
+    """o_i = Σ_j φ(q_i)·φ(k_j) v_j / Σ_j φ(q_i)·φ(k_j), written with the N x N weights, padding left out."""
+    layer = _random_params(LinearSelfAttention(D, H))
+    x = _x(2, 7, D)
+    ignore = padding_mask(torch.tensor([7, 3]), 7)
+    q = _phi(layer.query(x)).view(2, 7, H, -1)
+    k = _phi(layer.key(x)).view(2, 7, H, -1)
+    v = layer.value(x).view(2, 7, H, -1)
+    scores = torch.einsum("bihe,bjhe->bhij", q, k).masked_fill(ignore[:, None, None, :], 0.0)
+    weights = scores / scores.sum(dim=-1, keepdim=True)
+    expected = layer.output(torch.einsum("bhij,bjhe->bihe", weights, v).reshape(2, 7, D))
+    torch.testing.assert_close(layer(x, ignore), expected, rtol=0, atol=1e-12)
+    scrambled = x.clone()
+    scrambled[1, 3:] = 100 * torch.randn(4, D, dtype=torch.float64)
+    torch.testing.assert_close(layer(scrambled, ignore)[1, :3], layer(x, ignore)[1, :3], rtol=0, atol=1e-12)
+    assert torch.isfinite(layer(x, torch.ones(2, 7, dtype=torch.bool))).all()
+
+
+def test_linformer_equals_softmax_over_the_mixed_keys_and_values():
+    layer = _random_params(LinformerSelfAttention(D, H, max_len=9, k=4))
+    assert _count(layer) == 4 * (D * D + D) + 2 * 4 * 9
+    x = _x(2, 7, D)
+    ignore = padding_mask(torch.tensor([7, 5]), 7)
+    q = layer.query(x).view(2, 7, H, -1)
+    keep = (~ignore)[..., None].double()
+    k = (layer.length_key[:, :7] @ (layer.key(x) * keep)).view(2, 4, H, -1)
+    v = (layer.length_value[:, :7] @ (layer.value(x) * keep)).view(2, 4, H, -1)
+    weights = torch.softmax(torch.einsum("bihe,brhe->bhir", q, k) / math.sqrt(D // H), dim=-1)
+    expected = layer.output(torch.einsum("bhir,brhe->bihe", weights, v).reshape(2, 7, D))
+    torch.testing.assert_close(layer(x, ignore), expected, rtol=0, atol=1e-12)
+    scrambled = x.clone()
+    scrambled[1, 5:] = 100 * torch.randn(2, D, dtype=torch.float64)
+    torch.testing.assert_close(layer(scrambled, ignore)[1, :5], layer(x, ignore)[1, :5], rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="more than max_len"):
+        layer(_x(1, 10, D))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -10,8 +11,8 @@ from . import Case, Checker, Mistake
 
 __all__ = [
     "check_global_query",
-    "check_global_key",
-    "check_running_global_query",
+    "check_global_key_with_padding",
+    "check_fastformer_step",
     "check_fastformer_parameter_count",
     "check_multiplications",
 ]
@@ -86,65 +87,109 @@ check_global_query = Checker(
 )
 
 
-# --- Exercise: mixing and the global key -------------------------------------------------------------
+# --- Exercise: the global key of padded sequences ------------------------------------------------
 
 
-def _global_key(k, q_global, weight, bias, num_heads):
+def _global_key_with_padding(k, q_global, weight, bias, num_heads, key_padding_mask):
     B, N, d = k.shape
     p = k * q_global[:, None, :]  # p_i = k_i ⊙ q̄
     scores = (p @ weight.T + bias) / math.sqrt(d // num_heads)  # (B, N, H): each head scores the whole p_i
-    beta = torch.softmax(scores, dim=1)
+    scores = scores.masked_fill(key_padding_mask[..., None], -math.inf)
+    beta = torch.softmax(scores, dim=1).nan_to_num(0.0)  # a sequence that is all padding: zeros, not NaN
     return (beta[..., None] * _heads(p, num_heads)).sum(dim=1).reshape(B, d)
 
 
-def _gk_pools_keys(k, q_global, weight, bias, num_heads):
+def _gkp_mask_ignored(k, q_global, weight, bias, num_heads, key_padding_mask):
+    return _global_key_with_padding(k, q_global, weight, bias, num_heads, torch.zeros_like(key_padding_mask))
+
+
+def _gkp_nan(k, q_global, weight, bias, num_heads, key_padding_mask):
+    B, N, d = k.shape
+    p = k * q_global[:, None, :]
+    scores = ((p @ weight.T + bias) / math.sqrt(d // num_heads)).masked_fill(key_padding_mask[..., None], -math.inf)
+    beta = torch.softmax(scores, dim=1)  # all -inf: NaN
+    return (beta[..., None] * _heads(p, num_heads)).sum(dim=1).reshape(B, d)
+
+
+def _gkp_zeroed_after(k, q_global, weight, bias, num_heads, key_padding_mask):
     B, N, d = k.shape
     p = k * q_global[:, None, :]
     beta = torch.softmax((p @ weight.T + bias) / math.sqrt(d // num_heads), dim=1)
-    return (beta[..., None] * _heads(k, num_heads)).sum(dim=1).reshape(B, d)
-
-
-def _gk_unscaled(k, q_global, weight, bias, num_heads):
-    B, N, d = k.shape
-    p = k * q_global[:, None, :]
-    beta = torch.softmax(p @ weight.T + bias, dim=1)
+    beta = beta.masked_fill(key_padding_mask[..., None], 0.0)  # the real weights no longer sum to 1
     return (beta[..., None] * _heads(p, num_heads)).sum(dim=1).reshape(B, d)
 
 
-def _gk_slice_scores(k, q_global, weight, bias, num_heads):
+def _gkp_pools_keys(k, q_global, weight, bias, num_heads, key_padding_mask):
     B, N, d = k.shape
-    d_h = d // num_heads
     p = k * q_global[:, None, :]
-    ph = _heads(p, num_heads)  # (B, N, H, d_h)
-    w = weight.reshape(num_heads, num_heads, d_h).diagonal(dim1=0, dim2=1).T  # head h's weights on its own slice
-    beta = torch.softmax(((ph * w).sum(-1) + bias) / math.sqrt(d_h), dim=1)
-    return (beta[..., None] * ph).sum(dim=1).reshape(B, d)
+    scores = ((p @ weight.T + bias) / math.sqrt(d // num_heads)).masked_fill(key_padding_mask[..., None], -math.inf)
+    beta = torch.softmax(scores, dim=1).nan_to_num(0.0)
+    return (beta[..., None] * _heads(k, num_heads)).sum(dim=1).reshape(B, d)
 
 
-def _gk_case(name, B, N, d, H):
-    return Case(name, (_randn(B, N, d), _randn(B, d), _randn(H, d, scale=0.7), _randn(H), H))
+def _gkp_unscaled(k, q_global, weight, bias, num_heads, key_padding_mask):
+    return _global_key_with_padding(k, q_global, weight * math.sqrt(k.shape[-1] // num_heads),
+                                    bias * math.sqrt(k.shape[-1] // num_heads), num_heads, key_padding_mask)
 
 
-check_global_key = Checker(
-    "global_key",
-    reference=_global_key,
+def _gkp_slice_scores(k, q_global, weight, bias, num_heads, key_padding_mask):
+    d = k.shape[-1]
+    d_h = d // num_heads
+    own = torch.zeros_like(weight)
+    for h in range(num_heads):  # head h's weights on its own slice only
+        own[h, h * d_h : (h + 1) * d_h] = weight[h, h * d_h : (h + 1) * d_h]
+    return _global_key_with_padding(k, q_global, own, bias, num_heads, key_padding_mask)
+
+
+def _gkp_case(name, B, N, d, H, lengths):
+    mask = torch.arange(N)[None, :] >= torch.tensor(lengths)[:, None]
+    return Case(name, (_randn(B, N, d), _randn(B, d), _randn(H, d, scale=0.7), _randn(H), H, mask))
+
+
+_gkp_middle = _gkp_case("padding in the middle of a sequence", 2, 6, 6, 3, [6, 6])
+_gkp_middle.args[5][0, 2] = True
+_gkp_middle.args[5][1, 0] = True
+
+check_global_key_with_padding = Checker(
+    "global_key_with_padding",
+    reference=_global_key_with_padding,
     cases=[
-        _gk_case("B=1, N=3, d=4, 2 heads", 1, 3, 4, 2),
-        _gk_case("B=2, N=6, d=6, 3 heads", 2, 6, 6, 3),
-        _gk_case("B=2, N=4, d=8, 4 heads", 2, 4, 8, 4),
+        _gkp_case("no padding: B=1, N=3, d=4, 2 heads", 1, 3, 4, 2, [3]),
+        _gkp_case("padding at the end of the second sequence", 2, 5, 6, 3, [5, 2]),
+        _gkp_middle,
+        _gkp_case("a sequence that is all padding", 2, 4, 8, 4, [4, 0]),
     ],
     mistakes=[
         Mistake(
+            "padding gets weight",
+            "the padded positions (True in key_padding_mask) must get zero weight: set their scores to -inf "
+            "before the softmax over the positions.",
+            _gkp_mask_ignored,
+        ),
+        Mistake(
+            "weights zeroed after the softmax",
+            "zeroing the padded weights after the softmax leaves the real ones summing to less than 1: mask the "
+            "scores before the softmax, so that it normalizes over the real positions only.",
+            _gkp_zeroed_after,
+        ),
+        Mistake(
+            "NaN for a sequence that is all padding",
+            "a softmax over scores that are all -inf is 0/0 = NaN: a sequence with nothing to pool gets a zero "
+            "global key (for example torch.nan_to_num after the softmax, or attnbook.attention.masked_softmax).",
+            _gkp_nan,
+        ),
+        Mistake(
             "pooled the keys instead of p",
             "the global key is the beta-weighted sum of the mixed vectors p_i = k_i * q_global, not of the keys k_i.",
-            _gk_pools_keys,
+            _gkp_pools_keys,
         ),
-        Mistake("no scaling", "divide the scores key_att(p_i) by sqrt(d_h), the head width, before the softmax.", _gk_unscaled),
+        Mistake("no scaling", "divide the scores key_att(p_i) by sqrt(d_h), the head width, before the softmax.",
+                _gkp_unscaled),
         Mistake(
             "each head scores only its slice",
             "key_att maps the whole d-vector p_i to H scores: score_h = weight[h] . p_i + bias[h], with all d features "
             "(p @ weight.T + bias), not only head h's slice.",
-            _gk_slice_scores,
+            _gkp_slice_scores,
         ),
     ],
     atol=1e-10,
@@ -152,79 +197,186 @@ check_global_key = Checker(
 )
 
 
-# --- Exercise: the causal global query, as a recurrence ------------------------------------------------
+# --- Exercise: the causal layer, one token at a time ------------------------------------------------
 
 
-def _running_global_query(q, scores, num_heads):
-    B, N, d = q.shape
-    allowed = torch.ones(N, N, dtype=torch.bool).tril()  # row i sees positions j <= i
-    s = scores.transpose(1, 2)[:, :, None, :].expand(B, num_heads, N, N)  # (B, H, i, j)
-    weights = torch.softmax(s.masked_fill(~allowed, -math.inf), dim=-1)
-    heads = _heads(q, num_heads).transpose(1, 2)  # (B, H, N, d_h)
-    return (weights @ heads).transpose(1, 2).reshape(B, N, d)
+class _RunningPool:
+    """One running softmax pooling per head: the maximum ``m``, ``ℓ = Σ e^{s-m}`` and ``a = Σ e^{s-m} v``."""
+
+    @staticmethod
+    def update(state, scores, values, num_heads):
+        """``scores`` ``(B, H)`` and ``values`` ``(B, d)`` of the new token; returns (pooled ``(B, d)``, new state)."""
+        B, d = values.shape
+        v = values.reshape(B, num_heads, d // num_heads)
+        if state is None:
+            m, total, acc = scores, torch.ones_like(scores), v
+        else:
+            m_old, total, acc = state
+            m = torch.maximum(m_old, scores)
+            rescale, w = torch.exp(m_old - m), torch.exp(scores - m)
+            total = total * rescale + w
+            acc = acc * rescale[..., None] + w[..., None] * v
+        return (acc / total[..., None]).reshape(B, d), (m, total, acc)
 
 
-def _rq_looks_ahead(q, scores, num_heads):
-    B, N, d = q.shape
-    e = torch.exp(scores - scores.amax(dim=1, keepdim=True))  # (B, N, H)
-    numerator = torch.cumsum(e[..., None] * _heads(q, num_heads), dim=1)
-    return (numerator / e.sum(dim=1)[:, None, :, None]).reshape(B, N, d)
+def _fastformer_step(layer, x_t, state, *, scale_by=None, previous_query=False, add_query=True, pool=_RunningPool):
+    H = layer.num_heads
+    scale = math.sqrt(layer.head_dim if scale_by is None else scale_by)
+    query_state, key_state, last_q_global = (None, None, None) if state is None else state
+    q = layer.query(x_t)  # (B, d)
+    q_global, query_state = pool.update(query_state, layer.query_att(q) / scale, q, H)
+    mixer = q_global
+    if previous_query:  # the mistake: the global query as it stood one step before
+        mixer = torch.zeros_like(q_global) if last_q_global is None else last_q_global
+    p = layer.key(x_t) * mixer
+    k_global, key_state = pool.update(key_state, layer.key_att(p) / scale, p, H)
+    out = layer.transform(k_global * q) + (q if add_query else 0)
+    return out, (query_state, key_state, q_global)
 
 
-def _rq_excludes_itself(q, scores, num_heads):
-    B, N, d = q.shape
-    full = _running_global_query(q, scores, num_heads)
-    return torch.cat([torch.zeros_like(full[:, :1]), full[:, :-1]], dim=1)
+def _fs_reference(layer, x_t, state):
+    return _fastformer_step(layer, x_t, state)
 
 
-def _rq_overflows(q, scores, num_heads):
-    B, N, d = q.shape
-    e = torch.exp(scores)
-    numerator = torch.cumsum(e[..., None] * _heads(q, num_heads), dim=1)
-    return (numerator / torch.cumsum(e, dim=1)[..., None]).reshape(B, N, d)
+def _fs_whole_prefix(layer, x_t, state):
+    seen = x_t[:, None] if state is None else torch.cat([state, x_t[:, None]], dim=1)
+    return layer(seen, causal=True)[:, -1], seen
 
 
-def _rq_global_max(q, scores, num_heads):
-    B, N, d = q.shape
-    e = torch.exp(scores - scores.amax(dim=1, keepdim=True))
-    numerator = torch.cumsum(e[..., None] * _heads(q, num_heads), dim=1)
-    return (numerator / torch.cumsum(e, dim=1)[..., None]).reshape(B, N, d)
+class _OverflowingPool:
+    @staticmethod
+    def update(state, scores, values, num_heads):
+        B, d = values.shape
+        v = values.reshape(B, num_heads, d // num_heads)
+        w = torch.exp(scores)  # no running maximum: inf above ~709 in float64
+        total, acc = (w, w[..., None] * v) if state is None else (state[0] + w, state[1] + w[..., None] * v)
+        return (acc / total[..., None]).reshape(B, d), (total, acc)
 
 
-_rising = torch.stack([torch.linspace(-800.0, 800.0, 6, dtype=torch.float64)] * 2, dim=-1)[None]  # (1, 6, 2)
+class _UnrescaledPool:
+    @staticmethod
+    def update(state, scores, values, num_heads):
+        B, d = values.shape
+        v = values.reshape(B, num_heads, d // num_heads)
+        if state is None:
+            return values, (scores, torch.ones_like(scores), v)
+        m_old, total, acc = state
+        m = torch.maximum(m_old, scores)
+        w = torch.exp(scores - m)  # the old sums keep their old reference: they are not rescaled
+        total, acc = total + w, acc + w[..., None] * v
+        return (acc / total[..., None]).reshape(B, d), (m, total, acc)
 
-check_running_global_query = Checker(
-    "running_global_query",
-    reference=_running_global_query,
+
+def _fs_overflows(layer, x_t, state):
+    return _fastformer_step(layer, x_t, state, pool=_OverflowingPool)
+
+
+def _fs_unrescaled(layer, x_t, state):
+    return _fastformer_step(layer, x_t, state, pool=_UnrescaledPool)
+
+
+def _fs_previous_query(layer, x_t, state):
+    return _fastformer_step(layer, x_t, state, previous_query=True)
+
+
+def _fs_no_query(layer, x_t, state):
+    return _fastformer_step(layer, x_t, state, add_query=False)
+
+
+def _fs_scale_d(layer, x_t, state):
+    return _fastformer_step(layer, x_t, state, scale_by=layer.d_model)
+
+
+def _numel(state) -> int:
+    if isinstance(state, torch.Tensor):
+        return state.numel()
+    if isinstance(state, dict):
+        return sum(_numel(v) for v in state.values())
+    if isinstance(state, (tuple, list)):
+        return sum(_numel(v) for v in state)
+    return 1 if isinstance(state, (int, float)) else 0
+
+
+class _StepChecker(Checker):
+    """Runs a step function ``fn(layer, x_t, state) -> (output_t, state)`` over a whole sequence.
+
+    The result compared is the outputs of every step, stacked ``(B, N, d)``, and
+    whether the state grew with the length (a recurrent layer's must not).
+    """
+
+    def _run(self, fn, case):
+        layer, x = copy.deepcopy(case.args)
+        state, outputs, sizes = None, [], []
+        with torch.no_grad():
+            for t in range(x.shape[1]):
+                result = fn(layer, x[:, t], state)
+                if result is None:
+                    return None
+                if not isinstance(result, tuple) or len(result) != 2:
+                    raise TypeError(f"{self.name} must return a pair (output, state), got {type(result).__name__}")
+                out, state = result
+                outputs.append(out)
+                sizes.append(_numel(state))
+        return {"outputs": torch.stack(outputs, dim=1), "state grows with the length": sizes[-1] > sizes[1]}
+
+
+def _layer(d, H, seed, att_scale=1.0):
+    from attnbook.fastformer import FastSelfAttention
+
+    torch.manual_seed(seed)
+    layer = FastSelfAttention(d, H).double()
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.copy_(_randn(*p.shape, scale=0.5))
+        layer.query_att.weight.mul_(att_scale)
+        layer.key_att.weight.mul_(att_scale)
+    return layer
+
+
+check_fastformer_step = _StepChecker(
+    "fastformer_step",
+    reference=_fs_reference,
     cases=[
-        Case("B=1, N=4, d=4, 2 heads", (_randn(1, 4, 4), _randn(1, 4, 2), 2)),
-        Case("B=2, N=6, d=6, 3 heads", (_randn(2, 6, 6), _randn(2, 6, 3), 3)),
-        Case("scores of a few hundred (exp overflows in float64 above 709)", (_randn(2, 5, 4), _randn(2, 5, 2, scale=400.0), 2)),
-        Case("scores rising from -800 to 800 (the late maximum is 1,600 above the first score)", (_randn(1, 6, 4), _rising, 2)),
+        Case("one head, d=4, B=1, 5 tokens", (_layer(4, 1, 0), _randn(1, 5, 4))),
+        Case("3 heads, d=6, B=2, 7 tokens", (_layer(6, 3, 1), _randn(2, 7, 6))),
+        Case("scores of several thousand (exp overflows above 709)", (_layer(6, 2, 2, att_scale=800.0), _randn(2, 6, 6))),
     ],
     mistakes=[
         Mistake(
-            "looks ahead",
-            "row i must be normalized by the weights of positions 0..i only (a running sum), not by the sum over the "
-            "whole sequence, which reads positions after i.",
-            _rq_looks_ahead,
+            "keeps the whole prefix",
+            "a recurrent layer carries a state of fixed size: per head and per pooling, the running maximum of the "
+            "scores, the running sum of their exponentials and the running weighted sum of the pooled features. "
+            "Keeping the tokens seen so far and pooling them again at every step is the quadratic cost again.",
+            _fs_whole_prefix,
         ),
         Mistake(
-            "excludes itself",
-            "position i pools the positions j <= i, itself included; the first row is q_0, not zero.",
-            _rq_excludes_itself,
+            "mixes the key with the previous global query",
+            "p_t = k_t * q_global_t, with the global query that already includes token t (the causal layer pools "
+            "positions <= t, itself included): update the query's pooling first, then mix.",
+            _fs_previous_query,
+        ),
+        Mistake(
+            "no rescaling when the maximum grows",
+            "when the running maximum grows from m_old to m, the sums kept so far are referenced to m_old: multiply "
+            "both by exp(m_old - m) before adding the new token's exp(s - m).",
+            _fs_unrescaled,
+        ),
+        Mistake(
+            "+ q forgotten",
+            "the output is transform(k_global * q_t) + q_t: the token's own query is added back.",
+            _fs_no_query,
+        ),
+        Mistake(
+            "scaled by sqrt(d)",
+            "the authors' code divides the scores by sqrt(d_h), the head width (layer.head_dim), not by sqrt(d) "
+            "as the paper's equations write.",
+            _fs_scale_d,
         ),
         Mistake(
             "overflows",
-            "exp of a score above ~709 is inf in float64 (88 in float32): keep a running maximum m_i of the scores "
-            "and rescale the running sums by exp(m_old - m_new) when it grows.",
-            _rq_overflows,
-        ),
-        Mistake(
-            "global maximum",
-            "subtracting the maximum over the whole sequence looks ahead, and underflows: early positions whose scores "
-            "lie far below a later maximum get exp(...) = 0 and a 0/0. Use a running maximum, position by position.",
-            _rq_global_max,
+            "exp of a score above ~709 is inf in float64 (88 in float32), and inf / inf is NaN: keep the running "
+            "maximum m of the scores and store the sums as sums of exp(s - m).",
+            _fs_overflows,
         ),
     ],
     atol=1e-9,
@@ -285,19 +437,34 @@ check_fastformer_parameter_count = Checker(
 def _multiplications(N, d, H):
     fastformer = 3 * N * d * d + 2 * N * d * H + 2 * N * d + 2 * N * d  # projections, scorers, two poolings, two ⊙
     softmax = 4 * N * d * d + 2 * N * N * d  # projections, Q Kᵀ and the weighted sum of V over all heads
-    return fastformer, softmax
+    d_h = d // H
+    linear = 4 * N * d * d + 2 * N * d * d_h + N * d  # projections; Σ φ(k)vᵀ and φ(q)ᵀS per head; φ(q)·z
+    return fastformer, softmax, linear
 
 
 def _mul_seed_square(N, d, H):
-    return (N * d) ** 2, 4 * N * d * d + 2 * N * N * d
+    fastformer, softmax, linear = _multiplications(N, d, H)
+    return (N * d) ** 2, softmax, linear
 
 
 def _mul_no_poolings(N, d, H):
-    return 3 * N * d * d + 2 * N * d * H, 4 * N * d * d + 2 * N * N * d
+    fastformer, softmax, linear = _multiplications(N, d, H)
+    return 3 * N * d * d + 2 * N * d * H, softmax, linear
 
 
 def _mul_scores_only(N, d, H):
-    return 3 * N * d * d + 2 * N * d * H + 4 * N * d, 4 * N * d * d + N * N * d
+    fastformer, softmax, linear = _multiplications(N, d, H)
+    return fastformer, 4 * N * d * d + N * N * d, linear
+
+
+def _mul_linear_quadratic_order(N, d, H):
+    fastformer, softmax, linear = _multiplications(N, d, H)
+    return fastformer, softmax, 4 * N * d * d + 2 * N * N * d + N * N * H
+
+
+def _mul_linear_one_big_state(N, d, H):
+    fastformer, softmax, linear = _multiplications(N, d, H)
+    return fastformer, softmax, 4 * N * d * d + 2 * N * d * d + N * d
 
 
 check_multiplications = Checker(
@@ -325,6 +492,18 @@ check_multiplications = Checker(
             "softmax attention's weighted sum forgotten",
             "softmax attention multiplies twice over N x N pairs: Q Kᵀ (N*N*d over all heads) and the weights times V (N*N*d again).",
             _mul_scores_only,
+        ),
+        Mistake(
+            "linear attention in the quadratic order",
+            "(φ(Q) φ(K)ᵀ) V forms the N x N weights, as softmax attention does; the point of linear attention is the "
+            "other order, φ(Q) (φ(K)ᵀ V): a d_h x d_h state per head, N*d_h*d_h multiplications to build it and as many to read it.",
+            _mul_linear_quadratic_order,
+        ),
+        Mistake(
+            "one d x d state for all heads",
+            "each head has its own state S_h = Σ_j φ(k_j) v_jᵀ of d_h x d_h entries: over H heads, building and "
+            "reading the states costs 2*N*d*d_h, not 2*N*d*d.",
+            _mul_linear_one_big_state,
         ),
     ],
     atol=0,
