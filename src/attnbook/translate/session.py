@@ -17,6 +17,7 @@ resumed run takes the very batches an uninterrupted one would have.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,13 +26,14 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from ..data import Batch, BucketBatchSampler, Pair, PairDataset, Vocab, collate
-from ..train import EpochLog, TrainStep, load_checkpoint, paper_optimizer, save_checkpoint, train
+from ..train import EpochLog, TrainStep, evaluate, load_checkpoint, paper_optimizer, save_checkpoint, train
 from .cluster import Cluster
 from .console import PROGRAM, CommandError, Console, format_duration
 from .control import Interrupted, Position, Signals, Tracker
 from .model import build_model
 from .run_folder import BEST_FILE, CHECKPOINT_FILE, LOG_FILE, TrainingLog, best_valid_loss, one_line
 from .settings import Budget, RunSettings
+from .tokens import RunTokens
 
 __all__ = ["PreparedRun", "TrainingSession"]
 
@@ -46,7 +48,7 @@ class PreparedRun:
     tgt_vocab: Vocab
     train_pairs: list[Pair]
     valid_pairs: list[Pair]
-    truecase: dict[str, str] | None = None  # new runs: written once, beside the vocabularies
+    tokens: RunTokens | None = None  # new runs: written once, beside the vocabularies
     state: dict | None = None  # resumed runs: the training state of the checkpoint
 
 
@@ -80,6 +82,7 @@ class TrainingSession:
         self.tracker = Tracker(cluster, budget, self.position, self.steps_per_epoch, checkpoint_minutes)
         self.best_loss = best_valid_loss(out) if run.state is not None else math.inf
         self.signals = Signals(console)
+        self.recent: deque = deque(maxlen=s.average)  # (epoch, weights) at the end of the last epochs
 
     def _build_model(self) -> None:
         s, state, cluster = self.settings, self.prepared.state, self.cluster
@@ -203,6 +206,7 @@ class TrainingSession:
             )
             return 130
         reason = self.tracker.reason or history.stopped_by
+        self.average_last_epochs()
         self.log.write(event="end", stopped_by=reason, position=self.tracker.position())
         self.console.say(f"done ({reason}): {self.out / CHECKPOINT_FILE}; next: {PROGRAM} evaluate {self.out}")
         return 0
@@ -250,6 +254,8 @@ class TrainingSession:
                 self.out / BEST_FILE, self.model, arch=self.settings.arch, epoch=epoch, valid_loss=valid_loss
             )
             self.log.write(event="best", epoch=epoch, valid_loss=valid_loss)
+        if self.cluster.is_first and self.settings.average > 1:
+            self.recent.append((epoch, {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}))
         valid = (
             f", valid loss {valid_loss:.3f} (perplexity {line['valid_perplexity']:.1f})"
             if valid_loss is not None
@@ -260,6 +266,35 @@ class TrainingSession:
             f"{line['tokens_per_second']:,.0f} target tokens/s, {format_duration(line['seconds'])} so far"
         )
         return False
+
+    def average_last_epochs(self) -> None:
+        """Average the weights of the last epochs, as the paper does; keep them as ``best.pt`` if they are better.
+
+        The weights at the end of each of the last ``--average`` epochs of
+        this session are averaged; the average replaces ``best.pt`` only if
+        its validation loss is lower than the best epoch's: measured, not assumed.
+        """
+        if len(self.recent) < 2 or self.valid_batches is None or not self.cluster.is_first:
+            return
+        epochs = [epoch for epoch, _ in self.recent]
+        current = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        averaged = {
+            k: sum(w[k].double() for _, w in self.recent).div(len(self.recent)).to(v.dtype) if v.is_floating_point() else v
+            for k, v in current.items()
+        }
+        self.model.load_state_dict(averaged)
+        loss = evaluate(self.model, self.valid_batches, pad_id=0)
+        kept = loss < self.best_loss
+        self.log.write(event="average", epochs=epochs, valid_loss=loss, best_valid_loss=self.best_loss, kept=kept)
+        span = f"epochs {epochs[0]}-{epochs[-1]}"
+        if kept:
+            save_checkpoint(
+                self.out / BEST_FILE, self.model, arch=self.settings.arch, epoch=epochs[-1], valid_loss=loss, averaged=epochs
+            )
+            self.console.say(f"the average of {span} has a lower validation loss ({loss:.3f}): it is the translator")
+        else:
+            self.console.say(f"the average of {span} (validation loss {loss:.3f}) is not better than the best epoch")
+        self.model.load_state_dict(current)
 
     def save(self, position: Position, reason: str) -> None:
         """The checkpoint with the training state of every process (written by the first)."""
