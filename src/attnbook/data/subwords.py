@@ -100,7 +100,9 @@ class Subwords:
                 character_coverage=character_coverage(codes),
                 byte_fallback=True,
                 split_digits=True,
-                add_dummy_prefix=not all(c in UNSPACED_LANGUAGES for c in codes) if space_first is None else space_first,
+                add_dummy_prefix=not all(c in UNSPACED_LANGUAGES for c in codes)
+                if space_first is None
+                else space_first,
                 normalization_rule_name="identity",  # keep the text as written: full-width punctuation stays
                 unk_id=0,
                 bos_id=-1,

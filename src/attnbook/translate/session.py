@@ -255,7 +255,9 @@ class TrainingSession:
             )
             self.log.write(event="best", epoch=epoch, valid_loss=valid_loss)
         if self.cluster.is_first and self.settings.average > 1:
-            self.recent.append((epoch, {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}))
+            self.recent.append(
+                (epoch, {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()})
+            )
         valid = (
             f", valid loss {valid_loss:.3f} (perplexity {line['valid_perplexity']:.1f})"
             if valid_loss is not None
@@ -279,7 +281,9 @@ class TrainingSession:
         epochs = [epoch for epoch, _ in self.recent]
         current = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         averaged = {
-            k: sum(w[k].double() for _, w in self.recent).div(len(self.recent)).to(v.dtype) if v.is_floating_point() else v
+            k: sum(w[k].double() for _, w in self.recent).div(len(self.recent)).to(v.dtype)
+            if v.is_floating_point()
+            else v
             for k, v in current.items()
         }
         self.model.load_state_dict(averaged)
@@ -289,7 +293,12 @@ class TrainingSession:
         span = f"epochs {epochs[0]}-{epochs[-1]}"
         if kept:
             save_checkpoint(
-                self.out / BEST_FILE, self.model, arch=self.settings.arch, epoch=epochs[-1], valid_loss=loss, averaged=epochs
+                self.out / BEST_FILE,
+                self.model,
+                arch=self.settings.arch,
+                epoch=epochs[-1],
+                valid_loss=loss,
+                averaged=epochs,
             )
             self.console.say(f"the average of {span} has a lower validation loss ({loss:.3f}): it is the translator")
         else:

@@ -205,10 +205,14 @@ class Decoding:
         rule=not_negative(" (0: no length penalty)"),
     )
     max_len_a: float = setting(
-        1.0, "translations have at most A × source tokens + B tokens (default: the run's choice, else 1)", metavar="A",
+        1.0,
+        "translations have at most A × source tokens + B tokens (default: the run's choice, else 1)",
+        metavar="A",
         rule=above(0),
     )
-    max_len_b: int = setting(50, "(see --max-len-a; default: the run's choice, else 50, the paper's)", metavar="B", rule=at_least(0))
+    max_len_b: int = setting(
+        50, "(see --max-len-a; default: the run's choice, else 50, the paper's)", metavar="B", rule=at_least(0)
+    )
     batch_size: int = setting(64, "sentences decoded together", metavar="N", rule=at_least(1))
     device: str = setting("auto", "auto (a GPU if there is one), cpu, cuda or cuda:N")
 

@@ -109,7 +109,9 @@ class RunTokens:
             return list(pairs)
         src, tgt = self.src_subwords, self.tgt_subwords
         return [
-            Pair(p.src, p.tgt, None, p.src_lang, p.tgt_lang, p.attribution, tokens=(src.encode(p.src), tgt.encode(p.tgt)))
+            Pair(
+                p.src, p.tgt, None, p.src_lang, p.tgt_lang, p.attribution, tokens=(src.encode(p.src), tgt.encode(p.tgt))
+            )
             for p in pairs
         ]
 
@@ -126,7 +128,10 @@ class RunTokens:
     # -- the run folder --
     def config(self) -> dict:
         """What ``config.json`` records about the tokens."""
-        files = {"words": [TRUECASE_FILE], "subwords": [SUBWORDS_FILE] if self.shared else [SRC_SUBWORDS_FILE, TGT_SUBWORDS_FILE]}
+        files = {
+            "words": [TRUECASE_FILE],
+            "subwords": [SUBWORDS_FILE] if self.shared else [SRC_SUBWORDS_FILE, TGT_SUBWORDS_FILE],
+        }
         return {"kind": self.kind, "shared": self.shared, "files": files[self.kind]}
 
     def save(self, folder: Path) -> None:
