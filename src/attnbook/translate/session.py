@@ -25,8 +25,10 @@ from pathlib import Path
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from ..attention import MultiHeadAttention
 from ..data import Batch, BucketBatchSampler, Pair, PairDataset, Vocab, collate
 from ..train import EpochLog, TrainStep, evaluate, load_checkpoint, paper_optimizer, save_checkpoint, train
+from ..transformer import PositionwiseFFN
 from .cluster import Cluster
 from .console import PROGRAM, CommandError, Console, format_duration
 from .control import Interrupted, Position, Signals, Tracker
@@ -83,6 +85,7 @@ class TrainingSession:
         self.best_loss = best_valid_loss(out) if run.state is not None else math.inf
         self.signals = Signals(console)
         self.recent: deque = deque(maxlen=s.average)  # (epoch, weights) at the end of the last epochs
+        self.set_dropout((run.state or {}).get("dropout", s.dropout))
 
     def _build_model(self) -> None:
         s, state, cluster = self.settings, self.prepared.state, self.cluster
@@ -248,8 +251,14 @@ class TrainingSession:
             "step": position["step"],
         }
         self.log.write(event="epoch", **line)
-        if self.cluster.is_first and valid_loss is not None and valid_loss < self.best_loss:
+        improved = valid_loss is not None and valid_loss < self.best_loss
+        if valid_loss is not None and not improved and complete and self.settings.late_dropout > self.dropout:
+            self.set_dropout(self.settings.late_dropout)  # learning the training pairs by heart: regularize from now on
+            self.log.write(event="dropout", epoch=epoch, dropout=self.dropout)
+            self.console.say(f"the validation loss did not improve: dropout {self.dropout:g} from now on")
+        if improved:
             self.best_loss = valid_loss
+        if self.cluster.is_first and improved:
             save_checkpoint(
                 self.out / BEST_FILE, self.model, arch=self.settings.arch, epoch=epoch, valid_loss=valid_loss
             )
@@ -268,6 +277,15 @@ class TrainingSession:
             f"{line['tokens_per_second']:,.0f} target tokens/s, {format_duration(line['seconds'])} so far"
         )
         return False
+
+    def set_dropout(self, p: float) -> None:
+        """The dropout that ``--dropout`` sets (not attention's or the feed-forward's), from now on (saved with the training state)."""
+        self.dropout = p
+        for parent in self.model.modules():
+            if not isinstance(parent, (MultiHeadAttention, PositionwiseFFN)):
+                for child in parent.children():
+                    if isinstance(child, torch.nn.Dropout):
+                        child.p = p
 
     def average_last_epochs(self) -> None:
         """Average the weights of the last epochs, as the paper does; keep them as ``best.pt`` if they are better.
@@ -319,6 +337,7 @@ class TrainingSession:
             "cuda_rng": cuda_rng,
             "world": cluster.world,
             "position": position,
+            "dropout": self.dropout,
         }
         save_checkpoint(self.out / CHECKPOINT_FILE, self.model, train_state=train_state, arch=self.settings.arch)
         self.log.write(event="checkpoint", reason=reason, position=position)

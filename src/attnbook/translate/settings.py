@@ -107,6 +107,13 @@ class RunSettings:
     num_layers: int = setting(2, "encoder and decoder layers", group="model", metavar="L")
     d_ff: int = setting(1024, "feed-forward width", group="model", metavar="F")
     dropout: float = setting(0.0, f"dropout; {DROPOUT_NOTE}", group="model", metavar="P")
+    late_dropout: float = setting(
+        0.0,
+        "dropout from the first epoch whose validation loss is not the lowest so far (0: never)",
+        group="model",
+        metavar="P",
+        rule=probability,
+    )
     norm_first: bool = setting(
         True,
         "pre-LN: normalize before each sublayer (default; trains stably with short warm-ups)",
