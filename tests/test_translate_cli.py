@@ -582,3 +582,12 @@ def test_chapter_3_rnn_trains_and_translates_through_the_same_commands(en_fr_run
     assert status == 0 and "model: rnn" in out, err
     status, out, err = run(["translate", tmp_path / "rnn", "--beam", "1", "The cat sleeps."], capsys)
     assert status == 0 and len(out.splitlines()) == 1, err
+
+
+def test_the_longest_output_fits_the_validation_references():
+    from attnbook.translate.choose import output_ratio
+
+    pairs = [Pair("a b c d", " ".join("x" * n), tokens=("a b c d".split(), ["x"] * n)) for n in range(1, 30)]
+    ratio = output_ratio(pairs, extra=10, share=1.0)
+    assert all(len(p.tgt_tok) <= ratio * len(p.src_tok) + 10 for p in pairs)
+    assert ratio == 4.8 and output_ratio(pairs[:5], extra=10) == 0.5  # 29 = 4.75 × 4 + 10; never below 0.5
