@@ -279,7 +279,7 @@ class TrainingSession:
         return False
 
     def set_dropout(self, p: float) -> None:
-        """The dropout that ``--dropout`` sets (not attention's nor the feed-forward's), from now on; saved with the state."""
+        """Set the dropout that ``--dropout`` sets (not attention's nor the feed-forward's) from now on."""
         self.dropout = p
         for parent in self.model.modules():
             if not isinstance(parent, (MultiHeadAttention, PositionwiseFFN)):
