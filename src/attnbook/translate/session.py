@@ -17,6 +17,7 @@ resumed run takes the very batches an uninterrupted one would have.
 from __future__ import annotations
 
 import math
+import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,7 +38,11 @@ from .run_folder import BEST_FILE, CHECKPOINT_FILE, LOG_FILE, TrainingLog, best_
 from .settings import Budget, RunSettings
 from .tokens import RunTokens
 
-__all__ = ["PreparedRun", "TrainingSession"]
+__all__ = ["PreparedRun", "TrainingSession", "PROBE_STEPS", "WARMUP_SHARE"]
+
+#: A run with a budget in minutes times its first steps, then shortens its warm-up to at most this share of
+#: the steps the budget allows: the warm-up that suits a fast machine would take a slow one's whole budget.
+PROBE_STEPS, WARMUP_SHARE = 20, 0.1
 
 
 @dataclass
@@ -231,7 +236,29 @@ class TrainingSession:
             )
         tracker.show(info.loss, self.console)
         tracker.stopping = tracker.stopping or want_stop
+        if self.budget.minutes and self.prepared.state is None and tracker.step_count == PROBE_STEPS:
+            self.fit_warmup()
         return want_stop
+
+    def fit_warmup(self) -> None:
+        """Shorten the warm-up to at most :data:`WARMUP_SHARE` of the steps the time budget allows, at this speed.
+
+        Measured on the first process after :data:`PROBE_STEPS` steps and shared, so that
+        every process keeps the same schedule; the schedule's state, saved with each
+        checkpoint, keeps the new warm-up when the run resumes.
+        """
+        tracker, first = self.tracker, self.cluster.is_first
+        per_step = (time.monotonic() - tracker.start) / PROBE_STEPS
+        allowed = self.budget.minutes * 60 / max(per_step, 1e-9)
+        fitted = max(PROBE_STEPS, int(WARMUP_SHARE * allowed)) if first else 0
+        fitted = int(self.cluster.all_sum([float(fitted)])[0])
+        if fitted < self.scheduler.warmup:
+            self.log.write(event="warmup", steps_allowed=allowed, warmup=fitted, was=self.scheduler.warmup)
+            self.console.say(
+                f"at {per_step:.2f} s a step, the budget allows about {allowed:,.0f} steps: "
+                f"warm-up shortened from {self.scheduler.warmup} to {fitted} steps"
+            )
+            self.scheduler.warmup = fitted
 
     def on_epoch(self, epoch_log: EpochLog) -> bool:
         """After every epoch: the checkpoint, the log, ``best.pt`` if this is the best epoch, one line."""

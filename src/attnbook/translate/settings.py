@@ -149,9 +149,16 @@ class RunSettings:
         group="vocabulary",
         choices=VOCAB_SHARING,
     )
+    pieces: int = setting(
+        4000,
+        "subwords: pieces per vocabulary, 256 bytes included",
+        group="vocabulary",
+        metavar="N",
+        rule=at_least(300, " (256 of them are bytes)"),
+    )
     max_vocab: int = setting(
         8000,
-        "at most N tokens per vocabulary (subwords: pieces, 256 bytes included)",
+        "words: at most N tokens per language",
         group="vocabulary",
         metavar="N",
         rule=at_least(5, " (4 reserved tokens and a word)"),

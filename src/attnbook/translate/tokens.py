@@ -73,7 +73,7 @@ class RunTokens:
         """The tokens of a new run, learned from its training pairs (``settings``: the run's settings)."""
         if settings.tokens == "words":
             return cls("words", src, tgt, truecase=build_truecase(train_pairs))
-        size = settings.max_vocab
+        size = settings.pieces
         try:
             if shares_vocabulary(settings.vocab, src, tgt):
                 text = [p.src for p in train_pairs] + [p.tgt for p in train_pairs]
@@ -82,7 +82,7 @@ class RunTokens:
             src_model = Subwords.learn([p.src for p in train_pairs], size, (src,), seed=settings.seed)
             tgt_model = Subwords.learn([p.tgt for p in train_pairs], size, (tgt,), seed=settings.seed)
         except ValueError as err:
-            raise CommandError(f"--max-vocab {size}: {err}") from None
+            raise CommandError(f"--pieces {size}: {err}") from None
         return cls("subwords", src, tgt, src_model, tgt_model)
 
     def vocabularies(self, train_pairs: Sequence[Pair], settings) -> tuple[Vocab, Vocab]:
