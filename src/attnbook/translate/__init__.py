@@ -43,13 +43,15 @@ The package, one job a module, in the order a run needs them:
 :mod:`~attnbook.translate.console`              lines, notes, the progress line, one-line errors
 :mod:`~attnbook.translate.settings`             every setting once: default, help, rule
 :mod:`~attnbook.translate.run_pairs`            the pairs file, its languages, the split
-:mod:`~attnbook.translate.truecase`             the capitals that tokenizing took away
+:mod:`~attnbook.translate.tokens`               subword pieces (SentencePiece) or words, and back to text
+:mod:`~attnbook.translate.truecase`             the capitals that tokenizing words took away
 :mod:`~attnbook.translate.model`                the model's configuration from the settings, the model
 :mod:`~attnbook.translate.cluster`              the device, and the processes of ``torchrun``
 :mod:`~attnbook.translate.run_folder`           the run folder, written and read back
 :mod:`~attnbook.translate.control`              the budget, periodic saves, Ctrl-C
 :mod:`~attnbook.translate.session`              one training session: model, batches, callbacks
 :mod:`~attnbook.translate.decoding`             many sentences, by beam search or greedily
+:mod:`~attnbook.translate.choose`               the decoding chosen on the validation pairs
 :mod:`~attnbook.translate.cmd_train`            the ``train`` command
 :mod:`~attnbook.translate.cmd_evaluate`         the ``evaluate`` command
 :mod:`~attnbook.translate.cmd_translate`        the ``translate`` command
