@@ -18,6 +18,8 @@ FORMATTED = [
     "src/attnbook/translate",
     "src/attnbook/data/pairs.py",
     "src/attnbook/data/scripts.py",
+    "src/attnbook/data/subwords.py",
+    "tests/test_data_subwords.py",
     "src/attnbook/checks.py",
     "src/attnbook/diagrams",
     "src/attnbook/data/anki.py",

@@ -98,8 +98,9 @@ def en_fr_run(tmp_path_factory):
 
 def test_train_writes_a_complete_run_folder(en_fr_run):
     names = {p.name for p in en_fr_run.iterdir()}
-    assert names == {"config.json", "checkpoint.pt", "best.pt", "log.jsonl", "truecase.json", "vocab.src.json", "vocab.tgt.json"}
+    assert names == {"config.json", "checkpoint.pt", "best.pt", "log.jsonl", "subwords.model", "decoding.json", "vocab.src.json", "vocab.tgt.json"}
     config = json.loads((en_fr_run / "config.json").read_text())
+    assert config["tokens"] == {"kind": "subwords", "shared": True, "files": ["subwords.model"]}  # English and French share a script
     assert (config["src_lang"], config["tgt_lang"], config["arch"], config["reverse"]) == ("en", "fr", "transformer", False)
     assert config["model"]["d_model"] == 16 and config["settings"]["label_smoothing"] == 0.1
     assert sum(config["split_sizes"].values()) == 240 and config["split_sizes"]["test"] > 0
@@ -115,8 +116,12 @@ def test_train_writes_a_complete_run_folder(en_fr_run):
     assert all(e["valid_loss"] is not None and e["tokens_per_second"] > 0 for e in epochs)
     best = read_checkpoint(en_fr_run / "best.pt")["extra"]  # weights_only=True inside
     lowest = min(epochs, key=lambda e: e["valid_loss"])
-    assert (best["epoch"], best["valid_loss"]) == (lowest["epoch"], lowest["valid_loss"]) and "train_state" not in best
     assert [e["epoch"] for e in events if e["event"] == "best"][-1] == lowest["epoch"]
+    (average,) = [e for e in events if e["event"] == "average"]  # the weights of the two epochs, averaged
+    assert average["epochs"] == [1, 2] and average["best_valid_loss"] == lowest["valid_loss"]
+    assert average["kept"] == (average["valid_loss"] < lowest["valid_loss"]) and "train_state" not in best
+    kept = (2, average["valid_loss"]) if average["kept"] else (lowest["epoch"], lowest["valid_loss"])
+    assert (best["epoch"], best["valid_loss"]) == kept and (best.get("averaged") == [1, 2]) == average["kept"]
 
 
 def test_the_weights_of_the_best_epoch_translate_and_a_damaged_best_file_is_not_the_end(en_fr_run, tmp_path, capsys):
@@ -145,6 +150,34 @@ def test_evaluate_prints_a_table_of_sacrebleu_scores(en_fr_run, capsys):
     assert "tok:13a" in rows["BLEU"] and "case:lc" in rows["BLEU, lowercase"] and "nc:6" in rows["chrF"]
 
 
+def test_evaluate_scores_every_pair_of_a_test_file_with_the_brevity_penalty(en_fr_run, tmp_path, capsys):
+    test = write_anki(tmp_path / "mine.txt", en_fr_rows(30)[:7])
+    report = tmp_path / "scores.json"
+    status, out, err = run(["evaluate", en_fr_run, "--test", test, "--show", "2", "--json", report], capsys)
+    assert status == 0, err
+    assert "every pair of mine.txt: 7 sentences" in out
+    assert any(line.startswith("brevity penalty") and "references" in line for line in out.splitlines())
+    assert out.count("\n→ ") == 2 and out.count("\n= ") == 2  # two examples beside their references
+    scores = json.loads(report.read_text())
+    assert scores["sentences"] == 7 and set(scores["scores"]) >= {"bleu", "chrf", "brevity_penalty", "signatures"}
+    bad = tmp_path / "bad.txt"
+    bad.write_text("The cat sleeps.\tLe chat dort.\n\nonly one column\n", encoding="utf-8")
+    assert_clean_error(*run(["evaluate", en_fr_run, "--test", bad], capsys)[::2], "--test", "line 3 is not 'sentence<TAB>translation")
+    assert_clean_error(*run(["evaluate", en_fr_run, "--test", tmp_path / "none.txt"], capsys)[::2], "no pairs file at")
+
+
+def test_the_decoding_chosen_on_the_validation_pairs_is_used_unless_told_otherwise(en_fr_run, capsys):
+    choice = json.loads((en_fr_run / "decoding.json").read_text())
+    chosen = choice["chosen"]
+    assert {c["alpha"] for c in choice["candidates"] if c["beam"] == 4} == {0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0}
+    assert all(0 <= c["brevity_penalty"] <= 1 for c in choice["candidates"])
+    status, out, err = run(["evaluate", en_fr_run, "--limit", "3"], capsys)
+    how = "greedy" if chosen["beam"] == 1 else f"beam 4, α {chosen['alpha']:g}"
+    assert status == 0 and f"{how}, at most {chosen['max_len_a']:g} × source + {chosen['max_len_b']} tokens" in out, err
+    status, out, err = run(["evaluate", en_fr_run, "--limit", "3", "--beam", "2", "--alpha", "1.5", "--max-len-b", "7"], capsys)
+    assert status == 0 and "beam 2, α 1.5, at most" in out and "+ 7 tokens" in out, err
+
+
 def test_translate_arguments_and_standard_input(en_fr_run, capsys, monkeypatch):
     status, out, err = run(["translate", en_fr_run, "--beam", "1", "The cat sleeps.", "I see a dog."], capsys)
     assert status == 0, err
@@ -163,23 +196,27 @@ def test_a_person_typing_gets_an_answer_per_line_and_a_bad_line_is_not_the_end(e
     status = cli.main(["translate", str(en_fr_run), "--beam", "1"])
     out, err = capsys.readouterr()
     assert status == 2 and len(out.splitlines()) == 2
-    assert "line 2 has 300 tokens" in err and "Traceback" not in err
+    assert "line 2 has" in err and "tokens; this model reads at most 256" in err and "Traceback" not in err
 
 
-def test_unknown_words_are_read_as_unk_with_a_note(en_fr_run, capsys):
-    status, out, err = run(["translate", en_fr_run, "--beam", "1", "The zyxwv sleeps."], capsys)
-    assert status == 0 and len(out.splitlines()) == 1
-    assert "note: argument 1: not in the en vocabulary, read as <unk>: 'zyxwv'" in err
+def test_subwords_never_read_a_word_as_unk(en_fr_run, capsys):
+    status, out, err = run(["translate", en_fr_run, "--beam", "1", "The zyxwv sleeps in Zürich, 龘."], capsys)
+    assert status == 0 and len(out.splitlines()) == 1, err
+    assert "<unk>" not in err and "<unk>" not in out
 
 
-def test_chinese_is_one_token_per_character_and_scored_with_the_zh_tokenizer(tmp_path, capsys):
+def test_words_chinese_is_one_token_per_character_and_unknown_words_are_named(tmp_path, capsys):
     pairs = write_anki(tmp_path / "cmn.txt", cjk_rows("zh"))
-    status, out, err = run(["train", "--pairs", pairs, "--src", "eng", "--tgt", "cmn", "--out", tmp_path / "run", "--epochs", "1", *TINY], capsys)
+    status, out, err = run(["train", "--pairs", pairs, "--src", "eng", "--tgt", "cmn", "--out", tmp_path / "run", "--epochs", "1", "--tokens", "words", *TINY], capsys)
     assert status == 0, err
+    assert {p.name for p in (tmp_path / "run").iterdir()} >= {"truecase.json", "decoding.json"}
     tokens = json.loads((tmp_path / "run" / "vocab.tgt.json").read_text())["tokens"][4:]
     assert "猫" in tokens and "我" in tokens and all(len(t) == 1 for t in tokens)  # 我们, 喜欢, 米饭 are split
     status, out, err = run(["evaluate", tmp_path / "run", "--beam", "1"], capsys)
     assert status == 0 and "tok:zh" in out, err
+    status, out, err = run(["translate", tmp_path / "run", "--beam", "1", "The zyxwv sleeps."], capsys)
+    assert status == 0 and len(out.splitlines()) == 1
+    assert "note: argument 1: not in the en vocabulary, read as <unk>: 'zyxwv'" in err
 
 
 def test_japanese_into_english_with_reverse_from_the_zip_as_published(tmp_path, capsys, monkeypatch):
@@ -192,8 +229,9 @@ def test_japanese_into_english_with_reverse_from_the_zip_as_published(tmp_path, 
     text.unlink()
     status, out, err = run(["train", "--pairs", pairs, "--src", "ja", "--tgt", "en", "--reverse", "--out", tmp_path / "run", "--epochs", "1", *TINY], capsys)
     assert status == 0, err
-    tokens = json.loads((tmp_path / "run" / "vocab.src.json").read_text())["tokens"][4:]
-    assert "は" in tokens and "猫" in tokens and all(len(t) == 1 for t in tokens)
+    assert {"subwords.src.model", "subwords.tgt.model"} <= {p.name for p in (tmp_path / "run").iterdir()}  # two scripts
+    pieces = [t for t in json.loads((tmp_path / "run" / "vocab.src.json").read_text())["tokens"][4:] if not t.startswith("<0x")]
+    assert any("猫" in t for t in pieces) and not any(t.startswith("\u2581") and len(t) > 1 for t in pieces)  # no spaces
     assert json.loads((tmp_path / "run" / "config.json").read_text())["pairs"]["path"] == str(pairs)
     status, out, err = run(["translate", tmp_path / "run", "--beam", "1", "私は猫が好きです。"], capsys)
     assert status == 0 and len(out.splitlines()) == 1, err
@@ -359,16 +397,27 @@ def test_run_folders_that_cannot_be_used(en_fr_run, tmp_path, capsys):
     assert_clean_error(*run(["evaluate", other], capsys)[::2], "is damaged")
 
 
+def test_a_run_folder_without_its_subword_model_says_so(en_fr_run, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(en_fr_run, copy)
+    (copy / "subwords.model").unlink()
+    assert_clean_error(*run(["translate", copy, "Hi."], capsys)[::2], "trained on subwords", "subwords.model is missing")
+    (copy / "subwords.model").write_bytes(b"damaged")
+    assert_clean_error(*run(["evaluate", copy], capsys)[::2], "subword model", "damaged")
+
+
 def test_bad_decoding_options_and_sentences(en_fr_run, capsys, monkeypatch):
     for command in (["translate", en_fr_run, "Hi."], ["evaluate", en_fr_run]):
         assert_clean_error(*run([*command, "--beam", "0"], capsys)[::2], "--beam must be at least 1")
         assert_clean_error(*run([*command, "--alpha", "-0.5"], capsys)[::2], "--alpha must be >= 0")
     assert_clean_error(*run(["translate", en_fr_run, "Hi.", "  "], capsys)[::2], "argument 2 is empty")
-    assert_clean_error(*run(["translate", en_fr_run, "word " * 300], capsys)[::2], "argument 1 has 300 tokens", "at most 256")
+    assert_clean_error(*run(["translate", en_fr_run, "word " * 300], capsys)[::2], "argument 1 has", "tokens; this model reads at most 256")
     status, out, err = run(["translate", en_fr_run], capsys, stdin="\n \n", monkeypatch=monkeypatch)
     assert_clean_error(status, err, "standard input holds no sentence")
     status, out, err = run(["translate", en_fr_run], capsys, stdin="Hi.\n" + "word " * 300 + "\n", monkeypatch=monkeypatch)
-    assert_clean_error(status, err, "line 2 of standard input has 300 tokens")
+    assert_clean_error(status, err, "line 2 of standard input has", "at most 256")
     assert out == ""  # nothing is translated when one line cannot be
 
 
@@ -533,3 +582,12 @@ def test_chapter_3_rnn_trains_and_translates_through_the_same_commands(en_fr_run
     assert status == 0 and "model: rnn" in out, err
     status, out, err = run(["translate", tmp_path / "rnn", "--beam", "1", "The cat sleeps."], capsys)
     assert status == 0 and len(out.splitlines()) == 1, err
+
+
+def test_the_longest_output_fits_the_validation_references():
+    from attnbook.translate.choose import output_ratio
+
+    pairs = [Pair("a b c d", " ".join("x" * n), tokens=("a b c d".split(), ["x"] * n)) for n in range(1, 30)]
+    ratio = output_ratio(pairs, extra=10, share=1.0)
+    assert all(len(p.tgt_tok) <= ratio * len(p.src_tok) + 10 for p in pairs)
+    assert ratio == 4.8 and output_ratio(pairs[:5], extra=10) == 0.5  # 29 = 4.75 × 4 + 10; never below 0.5

@@ -18,6 +18,7 @@ from attnbook.translate.console import Console
 from attnbook.translate.model import build_model
 from attnbook.translate.run_folder import open_run, read_vocabularies
 from attnbook.translate.run_pairs import reread_run_pairs
+from attnbook.translate.tokens import RunTokens
 from notebook_index import ROOT
 
 TINY = ["--d-model", "16", "--num-heads", "2", "--num-layers", "1", "--d-ff", "32", "--batch-tokens", "120", "--warmup", "4", "--min-freq", "1"]
@@ -60,7 +61,8 @@ def test_two_processes_equal_one_process_over_the_same_global_batches(tmp_path):
     s = config["settings"]
     splits, _ = reread_run_pairs(config, Console())
     src_vocab, tgt_vocab = read_vocabularies(out)
-    dataset = PairDataset([p for p in splits.train if len(p.src_tok) <= s["max_length"] and len(p.tgt_tok) <= s["max_length"]], src_vocab, tgt_vocab)
+    train_pairs = RunTokens.load(out, config, Console()).pairs(splits.train)  # the run's subword pieces
+    dataset = PairDataset([p for p in train_pairs if len(p.src_tok) <= s["max_length"] and len(p.tgt_tok) <= s["max_length"]], src_vocab, tgt_vocab)
     batches = BucketBatchSampler(dataset.lengths(), max_tokens=s["batch_tokens"], seed=s["seed"]).batches(0)
     assert len(batches) >= 2 * STEPS
 

@@ -17,7 +17,10 @@ implementation whose numbers the book reports (:func:`sacrebleu_bleu`).
 :func:`d2l_bleu` is the sentence-level variant used by *Dive into Deep
 Learning*, shown beside it to explain why its numbers differ.
 :func:`bleu_tokenizer` chooses sacreBLEU's tokenizer for a target language,
-so that real text in any language is scored the standard way.
+so that real text in any language is scored the standard way, and
+:func:`text_scores` gives the scores of detokenized translations that the
+command line reports: BLEU (mixed case and lower case), chrF and the
+brevity penalty, with sacreBLEU's signatures.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ __all__ = [
     "corpus_bleu",
     "sacrebleu_bleu",
     "bleu_tokenizer",
+    "TextScores",
+    "text_scores",
     "d2l_bleu",
     "BucketScore",
     "bleu_by_length",
@@ -209,6 +214,45 @@ def bleu_tokenizer(lang: str) -> str:
     if lang in ("ja", "th", "lo", "km", "my"):
         return "char"
     return "13a"
+
+
+@dataclass
+class TextScores:
+    """sacreBLEU's scores of detokenized translations against one reference each.
+
+    ``bleu`` (mixed case), ``bleu_lowercase`` and ``chrf`` are on sacreBLEU's
+    0-100 scale; ``brevity_penalty`` is BLEU's, from the lengths
+    ``hypothesis_length`` and ``reference_length`` in BLEU's tokens;
+    ``signatures`` say how each was computed.
+    """
+
+    bleu: float
+    bleu_lowercase: float
+    chrf: float
+    brevity_penalty: float
+    hypothesis_length: int
+    reference_length: int
+    signatures: dict[str, str]
+
+    @property
+    def length_ratio(self) -> float:
+        return self.hypothesis_length / max(1, self.reference_length)
+
+
+def text_scores(hypotheses: Sequence[str], references: Sequence[str], lang: str) -> TextScores:
+    """BLEU, BLEU in lower case, chrF and the brevity penalty of text in ``lang`` (:func:`bleu_tokenizer`)."""
+    import sacrebleu
+
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
+    tokenize = bleu_tokenizer(lang)
+    bleu = sacrebleu.metrics.BLEU(tokenize=tokenize)
+    lower = sacrebleu.metrics.BLEU(tokenize=tokenize, lowercase=True)
+    chrf = sacrebleu.metrics.CHRF()
+    refs = [list(references)]
+    b, bl, c = bleu.corpus_score(list(hypotheses), refs), lower.corpus_score(list(hypotheses), refs), chrf.corpus_score(list(hypotheses), refs)
+    signatures = {"BLEU": str(bleu.get_signature()), "BLEU, lowercase": str(lower.get_signature()), "chrF": str(chrf.get_signature())}
+    return TextScores(b.score, bl.score, c.score, b.bp, b.sys_len, b.ref_len, signatures)
 
 
 def d2l_bleu(hypothesis: Tokens, reference: Tokens, k: int = 2) -> float:

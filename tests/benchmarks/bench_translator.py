@@ -83,19 +83,19 @@ class TorchTransformer(nn.Module):
         return self.output(out)
 
 
-def d2l_transformer(src_vocab: int, tgt_vocab: int, d_model: int, num_heads: int, num_layers: int, d_ff: int) -> nn.Module:
+def d2l_transformer(src_vocab: int, tgt_vocab: int, d_model: int, num_heads: int, num_layers: int, d_ff: int, dropout: float = DROPOUT) -> nn.Module:
     """d2l's encoder, and a decoder of the d2l book's design (section 11.7) built from d2l's blocks."""
     from d2l import torch as d2l
 
     class DecoderBlock(nn.Module):
         def __init__(self):
             super().__init__()
-            self.attention1 = d2l.MultiHeadAttention(d_model, num_heads, DROPOUT)
-            self.addnorm1 = d2l.AddNorm(d_model, DROPOUT)
-            self.attention2 = d2l.MultiHeadAttention(d_model, num_heads, DROPOUT)
-            self.addnorm2 = d2l.AddNorm(d_model, DROPOUT)
+            self.attention1 = d2l.MultiHeadAttention(d_model, num_heads, dropout)
+            self.addnorm1 = d2l.AddNorm(d_model, dropout)
+            self.attention2 = d2l.MultiHeadAttention(d_model, num_heads, dropout)
+            self.addnorm2 = d2l.AddNorm(d_model, dropout)
             self.ffn = d2l.PositionWiseFFN(d_ff, d_model)
-            self.addnorm3 = d2l.AddNorm(d_model, DROPOUT)
+            self.addnorm3 = d2l.AddNorm(d_model, dropout)
 
         def forward(self, x, memory, enc_valid_lens):
             B, T, _ = x.shape
@@ -107,9 +107,9 @@ def d2l_transformer(src_vocab: int, tgt_vocab: int, d_model: int, num_heads: int
     class D2LTransformer(nn.Module):
         def __init__(self):
             super().__init__()
-            self.encoder = d2l.TransformerEncoder(src_vocab, d_model, d_ff, num_heads, num_layers, DROPOUT)
+            self.encoder = d2l.TransformerEncoder(src_vocab, d_model, d_ff, num_heads, num_layers, dropout)
             self.embedding = nn.Embedding(tgt_vocab, d_model)
-            self.pos_encoding = d2l.PositionalEncoding(d_model, DROPOUT)
+            self.pos_encoding = d2l.PositionalEncoding(d_model, dropout)
             self.blocks = nn.ModuleList(DecoderBlock() for _ in range(num_layers))
             self.dense = nn.LazyLinear(tgt_vocab)
 

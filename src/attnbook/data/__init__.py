@@ -5,6 +5,7 @@
 - :mod:`attnbook.data.pairs`    :class:`Pair`, :class:`Corpus`, and the splits: :func:`split_by_checksum`
 - :mod:`attnbook.data.corpus`   the English→French grammar and :func:`load_corpus`
 - :mod:`attnbook.data.anki`     real Tatoeba pairs: :func:`read_anki_pairs`, :func:`download_fra_eng`
+- :mod:`attnbook.data.subwords` subword vocabularies for real text, learned with SentencePiece: :class:`Subwords`
 - :mod:`attnbook.data.scripts`  is a column in the language it is said to be in: :func:`check_columns`
 - :mod:`attnbook.data.batches`  padded batches with masks for teacher forcing: :func:`make_batches`
 
@@ -30,6 +31,7 @@ from .batches import Batch, BucketBatchSampler, PairDataset, collate, make_batch
 from .corpus import generate_pairs, load_corpus
 from .pairs import Corpus, Pair, Splits, alignment_matrix, split_by_checksum, split_by_index
 from .scripts import SCRIPT_OF, check_columns
+from .subwords import Subwords
 from .text import BOS, EOS, LANGUAGES, PAD, SPECIALS, UNK, Vocab, detokenize, language, tokenize
 
 __all__ = [
@@ -38,6 +40,6 @@ __all__ = [
     "generate_pairs", "load_corpus",
     "Batch", "PairDataset", "BucketBatchSampler", "collate", "make_batches",
     "AnkiPairs", "ChecksumError", "DownloadError", "read_anki_pairs", "pairs_file", "corpus_from_pairs",
-    "SCRIPT_OF", "check_columns",
+    "SCRIPT_OF", "check_columns", "Subwords",
     "FRA_ENG_URL", "FRA_ENG_SHA1", "default_cache_dir", "sha1_of", "download", "extract_zip", "download_fra_eng",
 ]  # fmt: skip

@@ -12,13 +12,16 @@ Tatoeba/Anki tab-separated file (``--pairs fra-eng`` fetches d2l's
 English–French file), splits it into training, validation and test pairs by
 a checksum of the sentences (pairs that share a sentence stay together; the
 same split on every machine, whatever the order of the lines, and the same
-as chapter 1's :func:`~attnbook.data.corpus_from_pairs`), builds the
-vocabularies from the training pairs (one token per character for Chinese and
-Japanese), and trains with the paper's recipe through
-:func:`attnbook.train.train`. Everything the other two commands need lands in
+as chapter 1's :func:`~attnbook.data.corpus_from_pairs`), learns subword
+vocabularies from the training pairs with SentencePiece (``--tokens words``:
+chapter 1's words), and trains with the paper's recipe through
+:func:`attnbook.train.train`; at the end it keeps the average of the last
+epochs' weights when that lowers the validation loss, and chooses how to
+decode on the validation pairs. Everything the other two commands need lands in
 the run folder (:mod:`~attnbook.translate.run_folder`): the configuration,
-the vocabularies, a table of spellings to give translations their capitals
-back, the checkpoint and the weights of the best epoch, and the log.
+the vocabularies and subword models (or, for words, a table of spellings
+that gives them their capitals back), the chosen decoding, the checkpoint and
+the weights of the best epoch, and the log.
 
 A checkpoint is written after every epoch and every few minutes, always whole
 or not at all, so an interrupted write never damages the last good one. After
@@ -43,13 +46,15 @@ The package, one job a module, in the order a run needs them:
 :mod:`~attnbook.translate.console`              lines, notes, the progress line, one-line errors
 :mod:`~attnbook.translate.settings`             every setting once: default, help, rule
 :mod:`~attnbook.translate.run_pairs`            the pairs file, its languages, the split
-:mod:`~attnbook.translate.truecase`             the capitals that tokenizing took away
+:mod:`~attnbook.translate.tokens`               subword pieces (SentencePiece) or words, and back to text
+:mod:`~attnbook.translate.truecase`             the capitals that tokenizing words took away
 :mod:`~attnbook.translate.model`                the model's configuration from the settings, the model
 :mod:`~attnbook.translate.cluster`              the device, and the processes of ``torchrun``
 :mod:`~attnbook.translate.run_folder`           the run folder, written and read back
 :mod:`~attnbook.translate.control`              the budget, periodic saves, Ctrl-C
 :mod:`~attnbook.translate.session`              one training session: model, batches, callbacks
 :mod:`~attnbook.translate.decoding`             many sentences, by beam search or greedily
+:mod:`~attnbook.translate.choose`               the decoding chosen on the validation pairs
 :mod:`~attnbook.translate.cmd_train`            the ``train`` command
 :mod:`~attnbook.translate.cmd_evaluate`         the ``evaluate`` command
 :mod:`~attnbook.translate.cmd_translate`        the ``translate`` command

@@ -34,10 +34,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _train_parser(commands)
-    e = _run_folder_command(commands, "evaluate", "sacreBLEU and chrF on the held-out test pairs")
-    e.add_argument("--pairs", metavar="FILE", help="the pairs file (default: the run's); its test split is scored")
+    e = _run_folder_command(commands, "evaluate", "BLEU, chrF and the brevity penalty on test pairs")
+    which = e.add_mutually_exclusive_group()
+    which.add_argument(
+        "--test", metavar="FILE", help="score every pair of FILE (the format of the training pairs, same column order)"
+    )
+    which.add_argument("--pairs", metavar="FILE", help="score the test split of FILE (default: of the run's file)")
     e.add_argument("--limit", type=int, metavar="N", help="score only the first N test pairs")
     e.add_argument("--show", type=int, default=0, metavar="N", help="also print N translations beside their references")
+    e.add_argument("--json", metavar="FILE", help="also write the scores, decoding and counts to FILE as JSON")
     r = _run_folder_command(commands, "translate", "translate sentences given as arguments, or standard input")
     r.add_argument("text", nargs="*", metavar="TEXT", help="sentences (none: standard input, one sentence a line)")
     return parser
@@ -71,7 +76,7 @@ def _train_parser(commands: argparse._SubParsersAction) -> None:
         "--out", metavar="DIR", required=True, help="the run folder: checkpoint, vocabularies, configuration, log"
     )
     add_options(t.add_argument_group("budget (default: 10 minutes); whichever ends first"), Budget)
-    groups = {"model": t.add_argument_group("model"), "training": t.add_argument_group("training")}
+    groups = {name: t.add_argument_group(name) for name in ("model", "vocabulary", "training")}
     add_options(t, RunSettings, groups)
     t.add_argument(
         "--resume", action="store_true", help="continue the interrupted run in --out exactly where it stopped"

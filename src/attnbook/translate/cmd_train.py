@@ -13,8 +13,8 @@ import argparse
 from dataclasses import asdict
 from pathlib import Path
 
-from ..data import Vocab
 from ..train import read_checkpoint
+from .choose import choose_decoding, save_decoding
 from .cluster import Cluster
 from .console import CommandError, Console
 from .model import check_model_settings, model_config
@@ -24,8 +24,8 @@ from .run_folder import (
     RUN_FORMAT,
     SRC_VOCAB_FILE,
     TGT_VOCAB_FILE,
-    TRUECASE_FILE,
     one_line,
+    open_run,
     read_config,
     read_vocabularies,
     write_json,
@@ -42,7 +42,7 @@ from .run_pairs import (
 )
 from .session import PreparedRun, TrainingSession
 from .settings import Budget, RunSettings, from_args, given, option_name
-from .truecase import build_truecase
+from .tokens import RunTokens
 
 __all__ = ["cmd_train"]
 
@@ -61,7 +61,10 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         if cluster.is_first:
             _write_run_folder(out, run)
         session = TrainingSession(run, budget, cluster, console, out, args.checkpoint_minutes, args.log_every)
-        return session.run()
+        status = session.run()
+        if status == 0 and cluster.is_first and run.valid_pairs:
+            _choose_decoding(out, run, cluster, console)
+        return status
     finally:
         cluster.stop()
 
@@ -85,15 +88,15 @@ def new_run(args: argparse.Namespace, out: Path, cluster: Cluster, console: Cons
         cluster.barrier()
     held_out = held_out_fraction(len(pairs))
     splits = split_run_pairs(pairs, held_out)
-    train_pairs = length_filter(splits.train, settings.max_length, "training", console)
-    valid_pairs = length_filter(splits.valid, settings.max_length, "validation", console)
+    tokens = RunTokens.learn(splits.train, settings, src, tgt)
+    train_pairs = length_filter(tokens.pairs(splits.train), settings.max_length, "training", console)
+    valid_pairs = length_filter(tokens.pairs(splits.valid), settings.max_length, "validation", console)
     if not train_pairs:
         raise CommandError(
             f"no training pairs left ({len(pairs)} pairs read): the file is too small, "
             "or every pair is longer than --max-length"
         )
-    src_vocab = Vocab.build((p.src_tok for p in train_pairs), min_freq=settings.min_freq, max_size=settings.max_vocab)
-    tgt_vocab = Vocab.build((p.tgt_tok for p in train_pairs), min_freq=settings.min_freq, max_size=settings.max_vocab)
+    src_vocab, tgt_vocab = tokens.vocabularies(train_pairs, settings)
     config = {
         "format": RUN_FORMAT,
         "src_lang": src,
@@ -105,6 +108,7 @@ def new_run(args: argparse.Namespace, out: Path, cluster: Cluster, console: Cons
         "split_sizes": {k: len(v) for k, v in splits._asdict().items()},
         "arch": settings.arch,
         "settings": asdict(settings),
+        "tokens": tokens.config(),
         "model": model_config(settings, len(src_vocab), len(tgt_vocab)),
         "budget": None,
     }
@@ -112,10 +116,10 @@ def new_run(args: argparse.Namespace, out: Path, cluster: Cluster, console: Cons
     console.say(f"read {source.n_pairs:,} pairs ({src} → {tgt}) from {source.name}{skipped}")
     console.say(
         f"split by checksum: {len(splits.train):,} training, {len(splits.valid):,} validation, "
-        f"{len(splits.test):,} test pairs; vocabularies: {len(src_vocab):,} {src} and {len(tgt_vocab):,} {tgt} tokens"
+        f"{len(splits.test):,} test pairs; {tokens.describe()}: {len(src_vocab):,} {src} and {len(tgt_vocab):,} {tgt} "
+        "tokens"
     )
-    truecase = build_truecase(train_pairs)
-    return PreparedRun(config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, truecase=truecase)
+    return PreparedRun(config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, tokens=tokens)
 
 
 def resume_run(args: argparse.Namespace, out: Path, console: Console) -> PreparedRun:
@@ -131,15 +135,16 @@ def resume_run(args: argparse.Namespace, out: Path, console: Console) -> Prepare
     src_vocab, tgt_vocab = read_vocabularies(out)
     settings = RunSettings(**config["settings"])
     splits, _ = reread_run_pairs(config, console)
-    train_pairs = length_filter(splits.train, settings.max_length, "training", console)
-    valid_pairs = length_filter(splits.valid, settings.max_length, "validation", console)
+    tokens = RunTokens.load(out, config, console)
+    train_pairs = length_filter(tokens.pairs(splits.train), settings.max_length, "training", console)
+    valid_pairs = length_filter(tokens.pairs(splits.valid), settings.max_length, "validation", console)
     try:
         state = read_checkpoint(checkpoint)["extra"].get("train_state")
     except Exception as err:  # CheckpointMismatch and unreadable files
         raise CommandError(f"cannot resume from {checkpoint}: {one_line(err)}") from None
     if not isinstance(state, dict):
         raise CommandError(f"{checkpoint} holds no training state to resume from")
-    return PreparedRun(config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, state=state)
+    return PreparedRun(config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, tokens=tokens, state=state)
 
 
 def _check_resume(args: argparse.Namespace, config: dict) -> None:
@@ -166,6 +171,13 @@ def _check_resume(args: argparse.Namespace, config: dict) -> None:
         )
 
 
+def _choose_decoding(out: Path, prepared: PreparedRun, cluster: Cluster, console: Console) -> None:
+    """Choose how to decode on the validation pairs, with the translator's weights; write ``decoding.json``."""
+    run = open_run(out, console, cluster.device)
+    choice = choose_decoding(run.model, prepared.valid_pairs, run.src_vocab, run.tgt_vocab, run.tokens, console)
+    save_decoding(out, choice)
+
+
 def _budget(args: argparse.Namespace, stored: dict | None, console: Console) -> Budget:
     """The budget the command line gives, else the stored one (on resuming), else 10 minutes."""
     budget = from_args(Budget, args, None if given(Budget, args) else stored)
@@ -176,10 +188,9 @@ def _budget(args: argparse.Namespace, stored: dict | None, console: Console) -> 
 
 
 def _write_run_folder(out: Path, run: PreparedRun) -> None:
-    """The configuration, the vocabularies and, for a new run, the spelling table (first process only)."""
+    """The configuration, the vocabularies, and the subword models or the spelling table (first process only)."""
     out.mkdir(parents=True, exist_ok=True)
     run.src_vocab.save(out / SRC_VOCAB_FILE)
     run.tgt_vocab.save(out / TGT_VOCAB_FILE)
-    if run.truecase is not None:
-        write_json(out / TRUECASE_FILE, run.truecase)
+    run.tokens.save(out)
     write_json(out / CONFIG_FILE, run.config)

@@ -4,8 +4,10 @@ Arguments and piped input are checked whole before anything is translated
 (a sentence that cannot be read stops the command before any output), and
 blank input lines stay blank, so the output lines up with the input. A
 person typing at a terminal gets an answer per line instead, and a bad line
-is not the end. Words the model has never seen are read as ``<unk>``, with a
-note that names them.
+is not the end. With ``--tokens words``, words the model has never seen are
+read as ``<unk>``, with a note that names them; subwords never are. The
+decoding is the one chosen when the run was trained (``decoding.json``),
+unless ``--beam``, ``--alpha`` or ``--max-len-a``/``--max-len-b`` say otherwise.
 """
 
 from __future__ import annotations
@@ -13,14 +15,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..data import tokenize
 from .cluster import pick_device
 from .console import CommandError, Console
 from .decoding import translate_tokens
 from .model import MAX_POSITIONS
 from .run_folder import Run, open_run
 from .settings import Decoding, from_args
-from .truecase import to_text
 
 __all__ = ["cmd_translate"]
 
@@ -34,7 +34,7 @@ class Translator:
 
     def prepare(self, text: str, where: str) -> list[str]:
         """The tokens of one sentence; ``where`` names it in an error ("argument 2", "line 7")."""
-        tokens = tokenize(text, self.src)
+        tokens = self.run.tokens.source(text)
         if not tokens:
             raise CommandError(f"{where} is empty: nothing to translate")
         if len(tokens) > MAX_POSITIONS:
@@ -46,7 +46,7 @@ class Translator:
 
     def note_unknown(self, tokens: list[str], where: str) -> None:
         """A note naming the words of a sentence that the model has never seen."""
-        unknown = [t for t in dict.fromkeys(tokens) if t not in self.run.src_vocab]
+        unknown = self.run.tokens.unknown(tokens, self.run.src_vocab)
         if unknown:
             shown = ", ".join(repr(t) for t in unknown[:8]) + (" ..." if len(unknown) > 8 else "")
             self.console.note(f"{where}: not in the {self.src} vocabulary, read as <unk>: {shown}")
@@ -64,14 +64,14 @@ class Translator:
                 run.model, [t for _, t in tokens], run.src_vocab, run.tgt_vocab, self.decoding
             )
             for (i, _), out in zip(tokens, translated):
-                outputs[i] = to_text(out, self.tgt, run.truecase)
+                outputs[i] = run.tokens.text(out)
         return outputs
 
 
 def cmd_translate(args: argparse.Namespace, console: Console) -> int:
     """Translate ``args.text``, or standard input; print one translation a line."""
-    decoding = from_args(Decoding, args)
-    translate = Translator(open_run(args.dir, console, pick_device(decoding.device)), decoding, console)
+    run = open_run(args.dir, console, pick_device(from_args(Decoding, args).device))
+    translate = Translator(run, from_args(Decoding, args, run.decoding), console)
     if args.text:
         for line in translate([(text, f"argument {k + 1}") for k, text in enumerate(args.text)], keep_blank=False):
             print(line, flush=True)

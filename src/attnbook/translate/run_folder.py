@@ -3,7 +3,10 @@
 =================  ====================================================================
 ``config.json``    languages, data file and split, model and training settings, budget
 ``vocab.src.json`` ``vocab.tgt.json``: the vocabularies
+``subwords.model`` the SentencePiece model of a shared subword vocabulary (``subwords.src.model`` and
+                   ``subwords.tgt.model`` when each language has its own); with ``--tokens words``:
 ``truecase.json``  the usual spelling of words that are not written in lower case
+``decoding.json``  the decoding chosen on the validation pairs: beam size, length penalty, longest output
 ``checkpoint.pt``  weights, model configuration and the training state, ``weights_only``-loadable
 ``best.pt``        the weights of the epoch with the lowest validation loss
 ``log.jsonl``      the training log, one JSON object a line
@@ -30,6 +33,7 @@ from ..data import Vocab
 from ..train import CheckpointMismatch, load_checkpoint, read_checkpoint
 from .console import PROGRAM, CommandError, Console
 from .model import build_model
+from .tokens import RunTokens
 
 __all__ = [
     "RUN_FORMAT",
@@ -37,12 +41,13 @@ __all__ = [
     "CHECKPOINT_FILE",
     "BEST_FILE",
     "LOG_FILE",
-    "TRUECASE_FILE",
+    "DECODING_FILE",
     "SRC_VOCAB_FILE",
     "TGT_VOCAB_FILE",
     "Run",
     "read_config",
     "read_vocabularies",
+    "read_decoding",
     "open_run",
     "write_json",
     "best_valid_loss",
@@ -54,7 +59,9 @@ RUN_FORMAT = "attnbook-translator-v1"
 #: Settings that earlier versions stored under other names (``--heads``, ``--layers``): read as today's.
 LEGACY_SETTINGS = {"heads": "num_heads", "layers": "num_layers"}
 CONFIG_FILE, CHECKPOINT_FILE, BEST_FILE = "config.json", "checkpoint.pt", "best.pt"
-LOG_FILE, TRUECASE_FILE = "log.jsonl", "truecase.json"
+LOG_FILE, DECODING_FILE = "log.jsonl", "decoding.json"
+#: What a run written before subwords existed used (its config.json has no "tokens" and "vocab" settings).
+LEGACY_DEFAULTS = {"tokens": "words", "vocab": "separate", "average": 1, "late_dropout": 0.0, "pieces": 4000}
 SRC_VOCAB_FILE, TGT_VOCAB_FILE = "vocab.src.json", "vocab.tgt.json"
 
 
@@ -66,9 +73,10 @@ class Run:
     config: dict
     src_vocab: Vocab
     tgt_vocab: Vocab
-    truecase: dict[str, str]
+    tokens: RunTokens
     model: Any = None
     extra: dict = field(default_factory=dict)
+    decoding: dict = field(default_factory=dict)  # decoding.json: the decoding chosen on the validation pairs
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -101,6 +109,9 @@ def read_config(folder: Path) -> dict:
     for old, new in LEGACY_SETTINGS.items():  # a run folder written before the settings took the library's names
         if isinstance(settings, dict) and old in settings and new not in settings:
             settings[new] = settings.pop(old)
+    if isinstance(settings, dict):
+        for name, value in LEGACY_DEFAULTS.items():
+            settings.setdefault(name, value)
     return config
 
 
@@ -112,14 +123,16 @@ def read_vocabularies(folder: Path) -> tuple[Vocab, Vocab]:
         raise CommandError(f"the vocabularies of {str(folder)!r} cannot be read: {err}") from None
 
 
-def _read_truecase(folder: Path, console: Console) -> dict[str, str]:
-    path = folder / TRUECASE_FILE
+def read_decoding(folder: Path, console: Console) -> dict:
+    """The decoding chosen when the run was trained (``decoding.json``), or nothing."""
+    path = folder / DECODING_FILE
     if not path.is_file():
         return {}
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        console.note(f"{TRUECASE_FILE} is damaged: translations stay in lower case")
+        chosen = json.loads(path.read_text(encoding="utf-8"))["chosen"]
+        return {k: chosen[k] for k in ("beam", "alpha", "max_len_a", "max_len_b") if k in chosen}
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+        console.note(f"{DECODING_FILE} is damaged: the default decoding is used")
         return {}
 
 
@@ -134,7 +147,8 @@ def open_run(folder: str | Path, console: Console, device: torch.device | None =
             f"the vocabularies in {str(folder)!r} ({len(src_vocab)} and {len(tgt_vocab)} tokens) "
             f"do not fit the model's configuration {sizes}"
         )
-    run = Run(folder, config, src_vocab, tgt_vocab, _read_truecase(folder, console))
+    tokens = RunTokens.load(folder, config, console)
+    run = Run(folder, config, src_vocab, tgt_vocab, tokens, decoding=read_decoding(folder, console))
     if not (folder / CHECKPOINT_FILE).is_file():
         raise CommandError(
             f"{str(folder)!r} has no checkpoint yet ({CHECKPOINT_FILE} is missing): training stopped before its "

@@ -7,7 +7,9 @@ the languages given (:func:`attnbook.data.check_columns`), and the pairs are
 split with :func:`attnbook.data.split_by_checksum`, holding out about
 ``HELD_OUT_PAIRS`` pairs each for validation and test. ``evaluate`` and
 ``--resume`` read the file again and get the same split, since it depends on
-the sentences alone.
+the sentences alone. ``evaluate --test FILE`` reads every pair of a file of
+the same format (:func:`read_test_pairs`), where a line that is not a pair is
+an error, not a line to skip.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "split_run_pairs",
     "length_filter",
     "reread_run_pairs",
+    "read_test_pairs",
 ]
 
 #: What the split holds out (see :func:`held_out_fraction`).
@@ -178,3 +181,33 @@ def reread_run_pairs(config: dict, console: Console, spec: str | None = None) ->
             f"the run was split by an earlier version of {PROGRAM}: its test pairs may include training sentences"
         )
     return split_run_pairs(pairs, config["held_out"]), source
+
+
+def read_test_pairs(spec: str, config: dict) -> tuple[list[Pair], str]:
+    """Every pair of a test file, in the run's languages and column order; ``(pairs, the file's name)``.
+
+    Blank lines are skipped; any other line that is not ``sentence<TAB>translation[<TAB>attribution]``
+    is an error that names it.
+    """
+    path = _resolve(spec)
+    src, tgt, reverse = config["src_lang"], config["tgt_lang"], config["reverse"]
+    first, second = (tgt, src) if reverse else (src, tgt)
+    try:
+        pairs = read_anki_pairs(path, first, second, reverse=reverse)
+    except (ValueError, OSError) as err:
+        raise CommandError(f"--test {spec}: {err}") from None
+    if pairs.malformed:
+        more = f" (and {len(pairs.malformed) - 1} more)" if len(pairs.malformed) > 1 else ""
+        raise CommandError(
+            f"--test {spec}: line {pairs.malformed[0]}{more} is not 'sentence<TAB>translation[<TAB>attribution]' "
+            "in UTF-8, with both sentences non-empty"
+        )
+    if len(pairs) >= 20:
+        sample = pairs.pairs[:: max(1, len(pairs) // 2000)]
+        sources, targets = [p.src for p in sample], [p.tgt for p in sample]
+        try:
+            check_columns(*((targets, sources) if reverse else (sources, targets)), first, second)
+        except ValueError as err:
+            order = "second column, then first" if reverse else "first column, then second"
+            raise CommandError(f"--test {spec}: {err}; the run translates {src} → {tgt} ({order})") from None
+    return pairs.pairs, Path(spec).name

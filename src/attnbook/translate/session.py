@@ -17,6 +17,8 @@ resumed run takes the very batches an uninterrupted one would have.
 from __future__ import annotations
 
 import math
+import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,16 +26,23 @@ from pathlib import Path
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from ..attention import MultiHeadAttention
 from ..data import Batch, BucketBatchSampler, Pair, PairDataset, Vocab, collate
-from ..train import EpochLog, TrainStep, load_checkpoint, paper_optimizer, save_checkpoint, train
+from ..train import EpochLog, TrainStep, evaluate, load_checkpoint, paper_optimizer, save_checkpoint, train
+from ..transformer import PositionwiseFFN
 from .cluster import Cluster
 from .console import PROGRAM, CommandError, Console, format_duration
 from .control import Interrupted, Position, Signals, Tracker
 from .model import build_model
 from .run_folder import BEST_FILE, CHECKPOINT_FILE, LOG_FILE, TrainingLog, best_valid_loss, one_line
 from .settings import Budget, RunSettings
+from .tokens import RunTokens
 
-__all__ = ["PreparedRun", "TrainingSession"]
+__all__ = ["PreparedRun", "TrainingSession", "PROBE_STEPS", "WARMUP_SHARE"]
+
+#: A run with a budget in minutes times its first steps, then shortens its warm-up to at most this share of
+#: the steps the budget allows: the warm-up that suits a fast machine would take a slow one's whole budget.
+PROBE_STEPS, WARMUP_SHARE = 20, 0.1
 
 
 @dataclass
@@ -46,7 +55,7 @@ class PreparedRun:
     tgt_vocab: Vocab
     train_pairs: list[Pair]
     valid_pairs: list[Pair]
-    truecase: dict[str, str] | None = None  # new runs: written once, beside the vocabularies
+    tokens: RunTokens | None = None  # new runs: written once, beside the vocabularies
     state: dict | None = None  # resumed runs: the training state of the checkpoint
 
 
@@ -80,6 +89,8 @@ class TrainingSession:
         self.tracker = Tracker(cluster, budget, self.position, self.steps_per_epoch, checkpoint_minutes)
         self.best_loss = best_valid_loss(out) if run.state is not None else math.inf
         self.signals = Signals(console)
+        self.recent: deque = deque(maxlen=s.average)  # (epoch, weights) at the end of the last epochs
+        self.set_dropout((run.state or {}).get("dropout", s.dropout))
 
     def _build_model(self) -> None:
         s, state, cluster = self.settings, self.prepared.state, self.cluster
@@ -203,6 +214,7 @@ class TrainingSession:
             )
             return 130
         reason = self.tracker.reason or history.stopped_by
+        self.average_last_epochs()
         self.log.write(event="end", stopped_by=reason, position=self.tracker.position())
         self.console.say(f"done ({reason}): {self.out / CHECKPOINT_FILE}; next: {PROGRAM} evaluate {self.out}")
         return 0
@@ -224,7 +236,29 @@ class TrainingSession:
             )
         tracker.show(info.loss, self.console)
         tracker.stopping = tracker.stopping or want_stop
+        if self.budget.minutes and self.prepared.state is None and tracker.step_count == PROBE_STEPS:
+            self.fit_warmup()
         return want_stop
+
+    def fit_warmup(self) -> None:
+        """Shorten the warm-up to at most :data:`WARMUP_SHARE` of the steps the time budget allows, at this speed.
+
+        Measured on the first process after :data:`PROBE_STEPS` steps and shared, so that
+        every process keeps the same schedule; the schedule's state, saved with each
+        checkpoint, keeps the new warm-up when the run resumes.
+        """
+        tracker, first = self.tracker, self.cluster.is_first
+        per_step = (time.monotonic() - tracker.start) / PROBE_STEPS
+        allowed = self.budget.minutes * 60 / max(per_step, 1e-9)
+        fitted = max(PROBE_STEPS, int(WARMUP_SHARE * allowed)) if first else 0
+        fitted = int(self.cluster.all_sum([float(fitted)])[0])
+        if fitted < self.scheduler.warmup:
+            self.log.write(event="warmup", steps_allowed=allowed, warmup=fitted, was=self.scheduler.warmup)
+            self.console.say(
+                f"at {per_step:.2f} s a step, the budget allows about {allowed:,.0f} steps: "
+                f"warm-up shortened from {self.scheduler.warmup} to {fitted} steps"
+            )
+            self.scheduler.warmup = fitted
 
     def on_epoch(self, epoch_log: EpochLog) -> bool:
         """After every epoch: the checkpoint, the log, ``best.pt`` if this is the best epoch, one line."""
@@ -244,12 +278,22 @@ class TrainingSession:
             "step": position["step"],
         }
         self.log.write(event="epoch", **line)
-        if self.cluster.is_first and valid_loss is not None and valid_loss < self.best_loss:
+        improved = valid_loss is not None and valid_loss < self.best_loss
+        if valid_loss is not None and not improved and complete and self.settings.late_dropout > self.dropout:
+            self.set_dropout(self.settings.late_dropout)  # learning the training pairs by heart: regularize from now on
+            self.log.write(event="dropout", epoch=epoch, dropout=self.dropout)
+            self.console.say(f"the validation loss did not improve: dropout {self.dropout:g} from now on")
+        if improved:
             self.best_loss = valid_loss
+        if self.cluster.is_first and improved:
             save_checkpoint(
                 self.out / BEST_FILE, self.model, arch=self.settings.arch, epoch=epoch, valid_loss=valid_loss
             )
             self.log.write(event="best", epoch=epoch, valid_loss=valid_loss)
+        if self.cluster.is_first and self.settings.average > 1:
+            self.recent.append(
+                (epoch, {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()})
+            )
         valid = (
             f", valid loss {valid_loss:.3f} (perplexity {line['valid_perplexity']:.1f})"
             if valid_loss is not None
@@ -260,6 +304,51 @@ class TrainingSession:
             f"{line['tokens_per_second']:,.0f} target tokens/s, {format_duration(line['seconds'])} so far"
         )
         return False
+
+    def set_dropout(self, p: float) -> None:
+        """Set the dropout that ``--dropout`` sets (not attention's nor the feed-forward's) from now on."""
+        self.dropout = p
+        for parent in self.model.modules():
+            if not isinstance(parent, (MultiHeadAttention, PositionwiseFFN)):
+                for child in parent.children():
+                    if isinstance(child, torch.nn.Dropout):
+                        child.p = p
+
+    def average_last_epochs(self) -> None:
+        """Average the weights of the last epochs, as the paper does; keep them as ``best.pt`` if they are better.
+
+        The weights at the end of each of the last ``--average`` epochs of
+        this session are averaged; the average replaces ``best.pt`` only if
+        its validation loss is lower than the best epoch's: measured, not assumed.
+        """
+        if len(self.recent) < 2 or self.valid_batches is None or not self.cluster.is_first:
+            return
+        epochs = [epoch for epoch, _ in self.recent]
+        current = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        averaged = {
+            k: sum(w[k].double() for _, w in self.recent).div(len(self.recent)).to(v.dtype)
+            if v.is_floating_point()
+            else v
+            for k, v in current.items()
+        }
+        self.model.load_state_dict(averaged)
+        loss = evaluate(self.model, self.valid_batches, pad_id=0)
+        kept = loss < self.best_loss
+        self.log.write(event="average", epochs=epochs, valid_loss=loss, best_valid_loss=self.best_loss, kept=kept)
+        span = f"epochs {epochs[0]}-{epochs[-1]}"
+        if kept:
+            save_checkpoint(
+                self.out / BEST_FILE,
+                self.model,
+                arch=self.settings.arch,
+                epoch=epochs[-1],
+                valid_loss=loss,
+                averaged=epochs,
+            )
+            self.console.say(f"the average of {span} has a lower validation loss ({loss:.3f}): it is the translator")
+        else:
+            self.console.say(f"the average of {span} (validation loss {loss:.3f}) is not better than the best epoch")
+        self.model.load_state_dict(current)
 
     def save(self, position: Position, reason: str) -> None:
         """The checkpoint with the training state of every process (written by the first)."""
@@ -275,6 +364,7 @@ class TrainingSession:
             "cuda_rng": cuda_rng,
             "world": cluster.world,
             "position": position,
+            "dropout": self.dropout,
         }
         save_checkpoint(self.out / CHECKPOINT_FILE, self.model, train_state=train_state, arch=self.settings.arch)
         self.log.write(event="checkpoint", reason=reason, position=position)

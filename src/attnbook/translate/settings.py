@@ -46,6 +46,8 @@ __all__ = [
 DROPOUT_NOTE = "0.1, the paper's, pays in long runs over small files"
 
 MODELS, DTYPES = ("transformer", "rnn"), ("float32", "float64")
+#: What a run reads and writes: subword pieces (SentencePiece) or chapter 1's words; one subword model or two.
+TOKEN_KINDS, VOCAB_SHARING = ("subwords", "words"), ("auto", "shared", "separate")
 
 Rule = Callable[[Any], "str | None"]  # the complaint about a value, or None when it is fine
 
@@ -105,6 +107,13 @@ class RunSettings:
     num_layers: int = setting(2, "encoder and decoder layers", group="model", metavar="L")
     d_ff: int = setting(1024, "feed-forward width", group="model", metavar="F")
     dropout: float = setting(0.0, f"dropout; {DROPOUT_NOTE}", group="model", metavar="P")
+    late_dropout: float = setting(
+        0.0,
+        "dropout from the first epoch whose validation loss is not the lowest so far (0: never)",
+        group="model",
+        metavar="P",
+        rule=probability,
+    )
     norm_first: bool = setting(
         True,
         "pre-LN: normalize before each sublayer (default; trains stably with short warm-ups)",
@@ -127,15 +136,42 @@ class RunSettings:
     max_length: int = setting(
         50, "leave out training pairs longer than N tokens", group="training", metavar="N", rule=at_least(1)
     )
-    min_freq: int = setting(
-        2, "vocabulary: tokens seen at least N times", group="training", metavar="N", rule=at_least(1)
+    tokens: str = setting(
+        "subwords",
+        "subwords: byte-pair pieces learned with SentencePiece, never <unk>; words: chapter 1's words",
+        group="vocabulary",
+        choices=TOKEN_KINDS,
+    )
+    vocab: str = setting(
+        "auto",
+        "subwords: one vocabulary for both languages (shared), one each (separate), "
+        "or shared when both are written in one script (auto)",
+        group="vocabulary",
+        choices=VOCAB_SHARING,
+    )
+    pieces: int = setting(
+        4000,
+        "subwords: pieces per vocabulary, 256 bytes included",
+        group="vocabulary",
+        metavar="N",
+        rule=at_least(300, " (256 of them are bytes)"),
     )
     max_vocab: int = setting(
         8000,
-        "vocabulary: at most N tokens per language",
-        group="training",
+        "words: at most N tokens per language",
+        group="vocabulary",
         metavar="N",
         rule=at_least(5, " (4 reserved tokens and a word)"),
+    )
+    min_freq: int = setting(
+        2, "words: keep the words seen at least N times", group="vocabulary", metavar="N", rule=at_least(1)
+    )
+    average: int = setting(
+        5,
+        "also average the weights of the last N epochs, kept if that lowers the validation loss (1: off)",
+        group="training",
+        metavar="N",
+        rule=at_least(1),
     )
     seed: int = setting(0, "random seed", group="training")
     dtype: str = setting(
@@ -172,12 +208,24 @@ class Decoding:
 
     beam: int = setting(
         4,
-        "beam size, 1 for greedy decoding (the paper: 4)",
+        "beam size, 1 for greedy decoding (default: the run's choice, else 4, the paper's)",
         metavar="K",
         rule=at_least(1, " (1 is greedy decoding)"),
     )
     alpha: float = setting(
-        0.6, "length penalty ((5 + |Y|) / 6)^A", metavar="A", rule=not_negative(" (0: no length penalty)")
+        0.6,
+        "length penalty ((5 + |Y|) / 6)^A (default: the run's choice, else 0.6)",
+        metavar="A",
+        rule=not_negative(" (0: no length penalty)"),
+    )
+    max_len_a: float = setting(
+        1.0,
+        "translations have at most A × source tokens + B tokens (default: the run's choice, else 1)",
+        metavar="A",
+        rule=above(0),
+    )
+    max_len_b: int = setting(
+        50, "(see --max-len-a; default: the run's choice, else 50, the paper's)", metavar="B", rule=at_least(0)
     )
     batch_size: int = setting(64, "sentences decoded together", metavar="N", rule=at_least(1))
     device: str = setting("auto", "auto (a GPU if there is one), cpu, cuda or cuda:N")

@@ -1,0 +1,273 @@
+"""The command line against d2l's Transformer on real sentence pairs, in the same time on the same pairs.
+
+For each direction (a Tatoeba/Anki pairs file and two languages), the script
+
+1. holds out about ``--test-pairs`` pairs as a test file, by the checksum of
+   their sentences (pairs that share a sentence stay on one side), unless the
+   direction names a test file of its own (``FILE:SRC:TGT[:reverse][:TEST]``);
+2. trains ours as a user would: ``attnbook-translate train`` on the rest, for
+   ``--minutes``, with ``--threads`` CPU threads, everything else at its
+   defaults (subwords, the decoding chosen on the validation pairs, the
+   averaged weights when better); the wall time of the whole command,
+   choosing the decoding included, is what d2l gets;
+3. scores it with ``attnbook-translate evaluate --test`` three ways: the
+   decoding the run chose, greedy, and the old default (beam 4, α 0.6, at
+   most the source + 50 tokens);
+4. trains d2l's chapter-11 Transformer in a process of its own, with the
+   same threads, for the same wall time, on the very training pairs ours
+   trained on (the command line's training split of the same file): d2l's
+   model and recipe (:data:`D2L`: width 256, 2 blocks, 4 heads, a
+   feed-forward width of 64, dropout 0.2, Adam at 0.001, batches of 128
+   sentences, gradients clipped at 1, cross-entropy), with the word tokens
+   and vocabulary of the command line's ``--tokens words`` (d2l's own
+   tokenizer splits on spaces, which leaves a Chinese sentence one token) and
+   its table of capitals, so that d2l loses nothing to tokenization or case;
+   it translates greedily, as d2l does;
+5. scores both with sacreBLEU on the detokenized text (``tokenize="zh"`` for
+   Chinese) and records BLEU, chrF and the brevity penalty, and the target:
+   ours at least twice d2l's BLEU.
+
+Directions run one after the other, the two systems too, so that they never
+share the cores; the load averages before and after are recorded (other work
+on the machine slows both alike only if it is steady). It writes
+``tests/benchmarks/results/translate_real.json``, with counts and scores
+only, never a sentence of the files.
+
+    python tests/benchmarks/translate_real.py --minutes 10 --threads 2 \\
+        --direction /data/cmn.txt:en:zh --direction /data/cmn.txt:zh:en:reverse --direction /data/fra.txt:en:fr
+
+Without ``--direction`` it measures the bundled generated English→French
+corpus (12,000 pairs) as a stand-in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _report import Report  # noqa: E402
+
+#: d2l's chapter-11 Transformer and its training recipe (section 11.7 of the d2l book).
+D2L = {"d_model": 256, "num_layers": 2, "num_heads": 4, "d_ff": 64, "dropout": 0.2, "lr": 0.001, "batch": 128, "clip": 1.0}
+GOAL = 2.0  # ours at least twice d2l's BLEU
+
+
+def parse_direction(spec: str) -> dict:
+    parts = spec.split(":")
+    if len(parts) < 3:
+        raise SystemExit(f"--direction {spec}: expected FILE:SRC:TGT[:reverse][:TEST]")
+    file, src, tgt, *rest = parts
+    reverse = bool(rest) and rest[0] == "reverse"
+    test = rest[1] if reverse and len(rest) > 1 else (rest[0] if rest and not reverse else None)
+    return {"file": file, "src": src, "tgt": tgt, "reverse": reverse, "test": test}
+
+
+def write_pairs(path: Path, pairs, reverse: bool) -> Path:
+    with open(path, "w", encoding="utf-8") as f:
+        for p in pairs:
+            first, second = (p.tgt, p.src) if reverse else (p.src, p.tgt)
+            f.write(f"{first}\t{second}\n")
+    return path
+
+
+def hold_out(direction: dict, work: Path, n_test: int) -> tuple[Path, Path, int, int]:
+    """The training file and the test file of a direction, and their sizes in pairs."""
+    from attnbook.data import split_by_checksum
+    from attnbook.translate.run_pairs import read_pairs
+
+    pairs, _ = read_pairs(direction["file"], direction["src"], direction["tgt"], direction["reverse"])
+    if direction["test"]:
+        test, _ = read_pairs(direction["test"], direction["src"], direction["tgt"], direction["reverse"])
+        return Path(direction["file"]), Path(direction["test"]), len(pairs), len(test)
+    share = min(0.2, n_test / len(pairs))
+    splits = split_by_checksum(pairs, (1 - share, 0.0, share))
+    train = write_pairs(work / "train.txt", splits.train, direction["reverse"])
+    test = write_pairs(work / "test.txt", splits.test[:n_test], direction["reverse"])
+    return train, test, len(splits.train), min(n_test, len(splits.test))
+
+
+def environment(threads: int) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    src = str(HERE.parent.parent / "src")
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def cli(args: list[str], threads: int, log: Path) -> float:
+    """Run ``attnbook-translate ARGS``; return its wall time in seconds."""
+    start = time.monotonic()
+    with open(log, "a", encoding="utf-8") as out:
+        command = [sys.executable, "-m", "attnbook.translate", *map(str, args)]
+        status = subprocess.run(command, env=environment(threads), stdout=out, stderr=subprocess.STDOUT).returncode
+    if status != 0:
+        raise SystemExit(f"{' '.join(args[:2])} failed ({status}): see {log}")
+    return time.monotonic() - start
+
+
+def ours(direction: dict, train: Path, test: Path, work: Path, minutes: float, threads: int) -> dict:
+    run, log = work / "ours", work / "ours.log"
+    languages = ["--src", direction["src"], "--tgt", direction["tgt"]] + (["--reverse"] if direction["reverse"] else [])
+    seconds = cli(["train", "--pairs", train, *languages, "--out", run, "--minutes", minutes, "--device", "cpu"], threads, log)
+    result = {"train_seconds": seconds, "decodings": {}}
+    ways = {"chosen": [], "greedy": ["--beam", "1"], "beam 4, α 0.6, source + 50": ["--beam", "4", "--alpha", "0.6", "--max-len-a", "1", "--max-len-b", "50"]}
+    for name, options in ways.items():
+        scores = work / f"ours-{len(result['decodings'])}.json"
+        cli(["evaluate", run, "--test", test, "--device", "cpu", "--json", scores, *options], threads, log)
+        result["decodings"][name] = json.loads(scores.read_text())
+    events = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    result["epochs"] = [{k: e[k] for k in ("epoch", "train_loss", "valid_loss", "seconds")} for e in events if e["event"] == "epoch"]
+    result["average"] = next((e for e in events if e["event"] == "average"), None)
+    result["chosen_decoding"] = json.loads((run / "decoding.json").read_text())
+    config = json.loads((run / "config.json").read_text())
+    result["split_sizes"], result["tokens"], result["settings"] = config["split_sizes"], config["tokens"], config["settings"]
+    result["vocab_sizes"] = [config["model"]["src_vocab_size"], config["model"]["tgt_vocab_size"]]
+    return result
+
+
+def d2l(direction: dict, train: Path, test: Path, work: Path, seconds: float, threads: int) -> dict:
+    out = work / "d2l.json"
+    command = [sys.executable, __file__, "--d2l-worker", f"{train}:{direction['src']}:{direction['tgt']}" + (":reverse" if direction["reverse"] else ""), "--test-file", str(test), "--seconds", str(seconds), "--threads", str(threads), "--worker-out", str(out)]
+    with open(work / "d2l.log", "w", encoding="utf-8") as log:
+        status = subprocess.run(command, env=environment(threads), stdout=log, stderr=subprocess.STDOUT).returncode
+    if status != 0:
+        raise SystemExit(f"d2l failed ({status}): see {work / 'd2l.log'}")
+    return json.loads(out.read_text())
+
+
+# --- the d2l worker: its own process, its own threads -------------------------------------------------
+
+
+def d2l_worker(args: argparse.Namespace) -> int:
+    import torch
+    from bench_translator import d2l_transformer
+
+    from attnbook.data import PairDataset, Vocab, collate, tokenize
+    from attnbook.masks import padding_mask
+    from attnbook.metrics import text_scores
+    from attnbook.train import sequence_loss
+    from attnbook.translate.run_pairs import held_out_fraction, read_pairs, split_run_pairs
+    from attnbook.translate.truecase import build_truecase, to_text
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    direction = parse_direction(args.d2l_worker)
+    pairs, _ = read_pairs(direction["file"], direction["src"], direction["tgt"], direction["reverse"])
+    splits = split_run_pairs(pairs, held_out_fraction(len(pairs)))  # the command line's training split
+    train = [p for p in splits.train if 0 < len(p.src_tok) <= 50 and 0 < len(p.tgt_tok) <= 50]
+    src_vocab = Vocab.build((p.src_tok for p in train), min_freq=2)
+    tgt_vocab = Vocab.build((p.tgt_tok for p in train), min_freq=2)
+    truecase = build_truecase(train)
+    dataset = PairDataset(train, src_vocab, tgt_vocab)
+    model = d2l_transformer(len(src_vocab), len(tgt_vocab), D2L["d_model"], D2L["num_heads"], D2L["num_layers"], D2L["d_ff"], dropout=D2L["dropout"])
+    first = collate([dataset[i] for i in range(2)])
+    model(first.src, first.src_mask, first.tgt_in)  # d2l's LazyLinear takes its shape here
+    optimizer = torch.optim.Adam(model.parameters(), lr=D2L["lr"])
+    rng, start, steps, epochs = random.Random(0), time.monotonic(), 0, 0
+    model.train()
+    while time.monotonic() - start < args.seconds:
+        order = list(range(len(dataset)))
+        rng.shuffle(order)
+        for k in range(0, len(order), D2L["batch"]):
+            batch = collate([dataset[i] for i in order[k : k + D2L["batch"]]])
+            loss = sequence_loss(model(batch.src, batch.src_mask, batch.tgt_in), batch.tgt_out, 0, 0.0)
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), D2L["clip"])
+            optimizer.step()
+            steps += 1
+            if time.monotonic() - start >= args.seconds:
+                break
+        else:
+            epochs += 1
+    trained = time.monotonic() - start
+    test, _ = read_pairs(args.test_file, direction["src"], direction["tgt"], direction["reverse"], check=False)
+    model.eval()
+    hypotheses = []
+    with torch.no_grad():
+        for k in range(0, len(test), 64):
+            part = test[k : k + 64]
+            ids = [src_vocab.encode(tokenize(p.src, direction["src"]))[:250] or [src_vocab.unk_id] for p in part]
+            lengths = torch.tensor([len(x) for x in ids])
+            src = torch.tensor([x + [0] * (int(lengths.max()) - len(x)) for x in ids])
+            mask = padding_mask(lengths, int(lengths.max()))
+            out = torch.full((len(part), 1), tgt_vocab.bos_id)
+            done = torch.zeros(len(part), dtype=torch.bool)
+            for _ in range(min(int(lengths.max()) + 50, 255)):  # greedy, the whole prefix again at every step
+                token = model(src, mask, out)[:, -1].argmax(-1)
+                token[done] = 0
+                out = torch.cat([out, token[:, None]], dim=1)
+                done |= token == tgt_vocab.eos_id
+                if bool(done.all()):
+                    break
+            hypotheses += [to_text(tgt_vocab.decode(row[1:]), direction["tgt"], truecase) for row in out.tolist()]
+    scores = text_scores(hypotheses, [p.tgt for p in test], direction["tgt"])
+    result = {"train_seconds": trained, "steps": steps, "complete_epochs": epochs, "training_pairs": len(train), "vocab_sizes": [len(src_vocab), len(tgt_vocab)], "decoding": "greedy", "scores": vars(scores), "recipe": D2L}
+    Path(args.worker_out).write_text(json.dumps(result, indent=2), encoding="utf-8")
+    return 0
+
+
+# --- main ---------------------------------------------------------------------------------------------
+
+
+def generated_stand_in(work: Path) -> str:
+    from attnbook.data import generate_pairs
+
+    path = work / "generated-en-fr.txt"
+    write_pairs(path, generate_pairs(12_000, seed=11, alignments=False), reverse=False)
+    return f"{path}:en:fr"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--direction", action="append", metavar="FILE:SRC:TGT[:reverse][:TEST]", help="a pairs file and a direction (repeat)")
+    parser.add_argument("--minutes", type=float, default=10.0, help="ours: train --minutes (default 10)")
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads of each system (default 2)")
+    parser.add_argument("--test-pairs", type=int, default=1000, help="pairs held out for the test (default 1000)")
+    parser.add_argument("--work", help="keep the runs in this folder (default: a temporary one)")
+    parser.add_argument("--d2l-worker", help=argparse.SUPPRESS)
+    parser.add_argument("--test-file", help=argparse.SUPPRESS)
+    parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.d2l_worker:
+        return d2l_worker(args)
+    report = Report(__file__, argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(args.work or tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        directions = [parse_direction(d) for d in (args.direction or [generated_stand_in(root)])]
+        results = []
+        for k, direction in enumerate(directions):
+            work = root / f"{k}-{direction['src']}-{direction['tgt']}"
+            work.mkdir(exist_ok=True)
+            name = f"{direction['src']}→{direction['tgt']} ({Path(direction['file']).name})"
+            train, test, n_train, n_test = hold_out(direction, work, args.test_pairs)
+            print(f"{name}: {n_train:,} pairs to train on, {n_test:,} held out; ours for {args.minutes:g} minutes ...", flush=True)
+            mine = ours(direction, train, test, work, args.minutes, args.threads)
+            print(f"  ours: {mine['train_seconds']:.0f} s in all; d2l for as long ...", flush=True)
+            theirs = d2l(direction, train, test, work, mine["train_seconds"], args.threads)
+            ratio = mine["decodings"]["chosen"]["scores"]["bleu"] / max(theirs["scores"]["bleu"], 1e-9)
+            results.append({"direction": name, "file_pairs": n_train + n_test if not direction["test"] else n_train, "train_file_pairs": n_train, "test_pairs": n_test, "ours": mine, "d2l": theirs, "bleu_ratio": ratio})
+            table = {way: {m: round(d["scores"][m], 3) for m in ("bleu", "chrf", "brevity_penalty")} for way, d in mine["decodings"].items()}
+            table["d2l (greedy)"] = {m: round(theirs["scores"][m], 3) for m in ("bleu", "chrf", "brevity_penalty")}
+            for way, row in table.items():
+                print(f"  {way:<28} BLEU {row['bleu']:5.1f}  chrF {row['chrf']:5.1f}  BP {row['brevity_penalty']:.3f}", flush=True)
+            report.target(f"{name}: BLEU ours / d2l", ratio, GOAL, higher_is_better=True)
+        report.figure("minutes", args.minutes)
+        report.figure("threads", args.threads)
+        report.figure("directions", results)
+    return report.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
