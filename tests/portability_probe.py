@@ -50,8 +50,14 @@ COVERED = {
     "attnbook.positional": {"SinusoidalPositionalEncoding", "LearnedPositionalEncoding"},
     "attnbook.transformer": {"Transformer", "EncoderLayer", "DecoderLayer", "PositionwiseFFN", "AddNorm"},
     "attnbook.decode": {"Uncached"},
-    "attnbook.fastformer": {"FastSelfAttention", "FastformerEncoder", "SoftmaxEncoder", "AttentionPooling",
-                            "LinearSelfAttention", "LinformerSelfAttention"},
+    "attnbook.fastformer": {
+        "FastSelfAttention",
+        "FastformerEncoder",
+        "SoftmaxEncoder",
+        "AttentionPooling",
+        "LinearSelfAttention",
+        "LinformerSelfAttention",
+    },
 }
 
 STEPS_PER_RUN = 24
@@ -60,8 +66,13 @@ STEPS_PER_RUN = 24
 def _weights(model: nn.Module) -> dict[str, float]:
     """Statistics of the trained weights (no sum with cancellations: each is as precise as the weights)."""
     flat = torch.cat([p.detach().flatten().double() for p in model.parameters()])
-    return {"norm": flat.norm().item(), "mean |w|": flat.abs().mean().item(), "largest |w|": flat.abs().max().item(),
-            "first": flat[0].item(), "last": flat[-1].item()}
+    return {
+        "norm": flat.norm().item(),
+        "mean |w|": flat.abs().mean().item(),
+        "largest |w|": flat.abs().max().item(),
+        "first": flat[0].item(),
+        "last": flat[-1].item(),
+    }
 
 
 def _translation_run(model: nn.Module, corpus, *, label_smoothing: float, recipe: bool) -> dict:
@@ -72,9 +83,19 @@ def _translation_run(model: nn.Module, corpus, *, label_smoothing: float, recipe
     optimizer, scheduler = paper_optimizer(model, warmup=8, factor=2.0) if recipe else (None, None)
     losses: list[float] = []
     history = train(
-        model, batches, corpus.batches("valid", batch_size=64), epochs=100, lr=3e-3,
-        pad_id=corpus.tgt_vocab.pad_id, label_smoothing=label_smoothing, optimizer=optimizer, scheduler=scheduler,
-        seed=0, plot=False, verbose=False, log_every=1,
+        model,
+        batches,
+        corpus.batches("valid", batch_size=64),
+        epochs=100,
+        lr=3e-3,
+        pad_id=corpus.tgt_vocab.pad_id,
+        label_smoothing=label_smoothing,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        seed=0,
+        plot=False,
+        verbose=False,
+        log_every=1,
         on_step=lambda step: (losses.append(step.loss), len(losses) >= STEPS_PER_RUN)[1],
     )
     model.eval()
@@ -84,8 +105,11 @@ def _translation_run(model: nn.Module, corpus, *, label_smoothing: float, recipe
         beam = translate(model, sources, corpus.src_vocab, corpus.tgt_vocab, beam_size=3, max_len=20)
         uncached = translate(Uncached(model), sources, corpus.src_vocab, corpus.tgt_vocab, max_len=20)
     return {
-        "losses": losses, "valid_loss": history.final_valid_loss, "weights": _weights(model),
-        "greedy": [" ".join(t) for t in greedy], "beam": [" ".join(t) for t in beam],
+        "losses": losses,
+        "valid_loss": history.final_valid_loss,
+        "weights": _weights(model),
+        "greedy": [" ".join(t) for t in greedy],
+        "beam": [" ".join(t) for t in beam],
         "uncached": [" ".join(t) for t in uncached],
     }
 
@@ -188,16 +212,27 @@ def runs() -> dict[str, dict]:
     results = {}
     torch.manual_seed(0)
     results["GRU encoder-decoder (chapter 2)"] = _translation_run(
-        Seq2Seq(Seq2SeqConfig(**sizes, embed_size=32, hidden_size=64, num_layers=2, dropout=0.1)), corpus,
-        label_smoothing=0.0, recipe=False)
+        Seq2Seq(Seq2SeqConfig(**sizes, embed_size=32, hidden_size=64, num_layers=2, dropout=0.1)),
+        corpus,
+        label_smoothing=0.0,
+        recipe=False,
+    )
     torch.manual_seed(0)
     results["attention RNN (chapters 3 and 8)"] = _translation_run(
-        Seq2Seq(Seq2SeqConfig(**sizes, embed_size=32, hidden_size=64, attention=True, bidirectional=True)), corpus,
-        label_smoothing=0.1, recipe=False)
+        Seq2Seq(Seq2SeqConfig(**sizes, embed_size=32, hidden_size=64, attention=True, bidirectional=True)),
+        corpus,
+        label_smoothing=0.1,
+        recipe=False,
+    )
     torch.manual_seed(0)
     results["Transformer (chapters 7 and 8)"] = _translation_run(
-        Transformer(TransformerConfig(**sizes, d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.1, max_len=64)),
-        corpus, label_smoothing=0.1, recipe=True)
+        Transformer(
+            TransformerConfig(**sizes, d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.1, max_len=64)
+        ),
+        corpus,
+        label_smoothing=0.1,
+        recipe=True,
+    )
     results["multi-head attention with learned positions (chapters 5 and 6)"] = _attention_head_run("multi-head")
     results["dot-product attention (chapter 3)"] = _attention_head_run("dot-product")
     results["Fastformer (chapter 9)"] = _encoder_run("Fastformer")
@@ -257,8 +292,11 @@ def record(path: Path) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
     from machine import describe
 
-    jobs = {(dtype, where): (dtype, {} if where == "here" else OTHER_CPU)
-            for dtype in ("float64", "float32") for where in ("here", "other")}
+    jobs = {
+        (dtype, where): (dtype, {} if where == "here" else OTHER_CPU)
+        for dtype in ("float64", "float32")
+        for where in ("here", "other")
+    }
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {key: pool.submit(probe_in_subprocess, *args) for key, args in jobs.items()}
         probes = {key: future.result() for key, future in futures.items()}
@@ -285,12 +323,8 @@ def record(path: Path) -> dict:
             "other": {"environment": OTHER_CPU, "torch's own kernels": probes["float64", "other"]["capability"]},
         },
         "largest relative drift": drift,
-        "largest over every model": {
-            dtype: max(d[dtype] for d in drift.values()) for dtype in ("float64", "float32")
-        },
-        "smallest over every model": {
-            dtype: min(d[dtype] for d in drift.values()) for dtype in ("float64", "float32")
-        },
+        "largest over every model": {dtype: max(d[dtype] for d in drift.values()) for dtype in ("float64", "float32")},
+        "smallest over every model": {dtype: min(d[dtype] for d in drift.values()) for dtype in ("float64", "float32")},
         "the figure that drifts most": figure,
         "same decoded tokens on both paths": same_tokens,
     }

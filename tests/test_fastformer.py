@@ -217,7 +217,9 @@ def test_padding_anywhere_not_only_at_the_end():
     x = _x(2, 6, D)
     ignore = torch.tensor([[True, False, True, False, False, True], [False, True, True, True, False, False]])
     for causal in (False, True):
-        torch.testing.assert_close(layer(x, ignore, causal=causal), loop_fastformer(layer, x, ignore, causal), rtol=0, atol=1e-12)
+        torch.testing.assert_close(
+            layer(x, ignore, causal=causal), loop_fastformer(layer, x, ignore, causal), rtol=0, atol=1e-12
+        )
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
@@ -326,7 +328,10 @@ def test_prefix_softmax_pool_in_chunks_equals_the_explicit_softmax(N, chunk):
     torch.testing.assert_close(got, _explicit_causal_pool(scores, values, ignore), rtol=0, atol=1e-12)
     no_padding = torch.zeros_like(ignore)
     torch.testing.assert_close(
-        prefix_softmax_pool(scores, values, chunk=chunk), _explicit_causal_pool(scores, values, no_padding), rtol=0, atol=1e-12
+        prefix_softmax_pool(scores, values, chunk=chunk),
+        _explicit_causal_pool(scores, values, no_padding),
+        rtol=0,
+        atol=1e-12,
     )
 
 
@@ -383,7 +388,9 @@ def test_causal_equals_the_loop_over_several_chunk_levels():
     x = _x(2, 21, D)
     ignore = padding_mask(torch.tensor([21, 15]), 21)
     ignore[1, :2] = True
-    torch.testing.assert_close(layer(x, ignore, causal=True), loop_fastformer(layer, x, ignore, True), rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        layer(x, ignore, causal=True), loop_fastformer(layer, x, ignore, True), rtol=0, atol=1e-12
+    )
 
 
 def _saved_sizes(layer, N, d):

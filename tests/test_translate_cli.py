@@ -33,13 +33,34 @@ from attnbook.train import read_checkpoint, save_checkpoint
 from attnbook.translate.run_pairs import held_out_fraction, split_run_pairs
 from notebook_index import ROOT
 
-TINY = ["--d-model", "16", "--num-heads", "2", "--num-layers", "1", "--d-ff", "32", "--batch-tokens", "160", "--warmup", "20", "--min-freq", "1"]
+TINY = [
+    "--d-model",
+    "16",
+    "--num-heads",
+    "2",
+    "--num-layers",
+    "1",
+    "--d-ff",
+    "32",
+    "--batch-tokens",
+    "160",
+    "--warmup",
+    "20",
+    "--min-freq",
+    "1",
+]
 ERROR = "attnbook-translate: error:"
 
 
 def write_anki(path: Path, rows) -> Path:
     """Rows (first column, second column) as a manythings.org Anki file, with the attribution column."""
-    path.write_text("".join(f"{a}\t{b}\tCC-BY 2.0 (France) Attribution: tatoeba.org #{i} (x) & #{i + 1} (y)\n" for i, (a, b) in enumerate(rows)), encoding="utf-8")
+    path.write_text(
+        "".join(
+            f"{a}\t{b}\tCC-BY 2.0 (France) Attribution: tatoeba.org #{i} (x) & #{i + 1} (y)\n"
+            for i, (a, b) in enumerate(rows)
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -48,9 +69,31 @@ def en_fr_rows(n: int = 240):
 
 
 # A small English–Chinese–Japanese phrase book of our own: subject, verb, object.
-_SUBJECTS = [("I", "我", "私", 1), ("You", "你", "あなた", 2), ("He", "他", "彼", 3), ("She", "她", "彼女", 3), ("We", "我们", "私たち", 1), ("They", "他们", "彼ら", 1)]
-_VERBS = [("like", "喜欢", "が好きです"), ("see", "看见", "を見ます"), ("want", "要", "が欲しいです"), ("buy", "买", "を買います"), ("read", "读", "を読みます")]
-_OBJECTS = [("the cat", "猫", "猫"), ("the dog", "狗", "犬"), ("tea", "茶", "お茶"), ("the book", "书", "本"), ("rice", "米饭", "ご飯"), ("the car", "汽车", "車"), ("water", "水", "水"), ("the flower", "花", "花")]
+_SUBJECTS = [
+    ("I", "我", "私", 1),
+    ("You", "你", "あなた", 2),
+    ("He", "他", "彼", 3),
+    ("She", "她", "彼女", 3),
+    ("We", "我们", "私たち", 1),
+    ("They", "他们", "彼ら", 1),
+]
+_VERBS = [
+    ("like", "喜欢", "が好きです"),
+    ("see", "看见", "を見ます"),
+    ("want", "要", "が欲しいです"),
+    ("buy", "买", "を買います"),
+    ("read", "读", "を読みます"),
+]
+_OBJECTS = [
+    ("the cat", "猫", "猫"),
+    ("the dog", "狗", "犬"),
+    ("tea", "茶", "お茶"),
+    ("the book", "书", "本"),
+    ("rice", "米饭", "ご飯"),
+    ("the car", "汽车", "車"),
+    ("water", "水", "水"),
+    ("the flower", "花", "花"),
+]
 
 
 def cjk_rows(lang: str):
@@ -88,7 +131,22 @@ def en_fr_run(tmp_path_factory):
     """One tiny English→French run shared by the tests that only read it."""
     folder = tmp_path_factory.mktemp("en-fr")
     pairs = write_anki(folder / "fra.txt", en_fr_rows())
-    status = cli.main(["train", "--pairs", str(pairs), "--src", "en", "--tgt", "fr", "--out", str(folder / "run"), "--epochs", "2", *TINY])
+    status = cli.main(
+        [
+            "train",
+            "--pairs",
+            str(pairs),
+            "--src",
+            "en",
+            "--tgt",
+            "fr",
+            "--out",
+            str(folder / "run"),
+            "--epochs",
+            "2",
+            *TINY,
+        ]
+    )
     assert status == 0
     return folder / "run"
 
@@ -98,16 +156,37 @@ def en_fr_run(tmp_path_factory):
 
 def test_train_writes_a_complete_run_folder(en_fr_run):
     names = {p.name for p in en_fr_run.iterdir()}
-    assert names == {"config.json", "checkpoint.pt", "best.pt", "log.jsonl", "subwords.model", "decoding.json", "vocab.src.json", "vocab.tgt.json"}
+    assert names == {
+        "config.json",
+        "checkpoint.pt",
+        "best.pt",
+        "log.jsonl",
+        "subwords.model",
+        "decoding.json",
+        "vocab.src.json",
+        "vocab.tgt.json",
+    }
     config = json.loads((en_fr_run / "config.json").read_text())
-    assert config["tokens"] == {"kind": "subwords", "shared": True, "files": ["subwords.model"]}  # English and French share a script
-    assert (config["src_lang"], config["tgt_lang"], config["arch"], config["reverse"]) == ("en", "fr", "transformer", False)
+    assert config["tokens"] == {
+        "kind": "subwords",
+        "shared": True,
+        "files": ["subwords.model"],
+    }  # English and French share a script
+    assert (config["src_lang"], config["tgt_lang"], config["arch"], config["reverse"]) == (
+        "en",
+        "fr",
+        "transformer",
+        False,
+    )
     assert config["model"]["d_model"] == 16 and config["settings"]["label_smoothing"] == 0.1
     assert sum(config["split_sizes"].values()) == 240 and config["split_sizes"]["test"] > 0
     payload = read_checkpoint(en_fr_run / "checkpoint.pt")  # weights_only=True inside
     state = payload["extra"]["train_state"]
     assert state["position"]["epoch"] == 2 and state["position"]["step_in_epoch"] == 0 and state["world"] == 1
-    assert state["optimizer"]["param_groups"][0]["betas"] == (0.9, 0.98) and state["optimizer"]["param_groups"][0]["eps"] == 1e-9
+    assert (
+        state["optimizer"]["param_groups"][0]["betas"] == (0.9, 0.98)
+        and state["optimizer"]["param_groups"][0]["eps"] == 1e-9
+    )
     torch.load(en_fr_run / "checkpoint.pt", weights_only=True)
     events = [json.loads(line) for line in (en_fr_run / "log.jsonl").read_text().splitlines()]
     kinds = [e["event"] for e in events]
@@ -162,7 +241,9 @@ def test_evaluate_scores_every_pair_of_a_test_file_with_the_brevity_penalty(en_f
     assert scores["sentences"] == 7 and set(scores["scores"]) >= {"bleu", "chrf", "brevity_penalty", "signatures"}
     bad = tmp_path / "bad.txt"
     bad.write_text("The cat sleeps.\tLe chat dort.\n\nonly one column\n", encoding="utf-8")
-    assert_clean_error(*run(["evaluate", en_fr_run, "--test", bad], capsys)[::2], "--test", "line 3 is not 'sentence<TAB>translation")
+    assert_clean_error(
+        *run(["evaluate", en_fr_run, "--test", bad], capsys)[::2], "--test", "line 3 is not 'sentence<TAB>translation"
+    )
     assert_clean_error(*run(["evaluate", en_fr_run, "--test", tmp_path / "none.txt"], capsys)[::2], "no pairs file at")
 
 
@@ -174,7 +255,9 @@ def test_the_decoding_chosen_on_the_validation_pairs_is_used_unless_told_otherwi
     status, out, err = run(["evaluate", en_fr_run, "--limit", "3"], capsys)
     how = "greedy" if chosen["beam"] == 1 else f"beam 4, α {chosen['alpha']:g}"
     assert status == 0 and f"{how}, at most {chosen['max_len_a']:g} × source + {chosen['max_len_b']} tokens" in out, err
-    status, out, err = run(["evaluate", en_fr_run, "--limit", "3", "--beam", "2", "--alpha", "1.5", "--max-len-b", "7"], capsys)
+    status, out, err = run(
+        ["evaluate", en_fr_run, "--limit", "3", "--beam", "2", "--alpha", "1.5", "--max-len-b", "7"], capsys
+    )
     assert status == 0 and "beam 2, α 1.5, at most" in out and "+ 7 tokens" in out, err
 
 
@@ -182,9 +265,18 @@ def test_translate_arguments_and_standard_input(en_fr_run, capsys, monkeypatch):
     status, out, err = run(["translate", en_fr_run, "--beam", "1", "The cat sleeps.", "I see a dog."], capsys)
     assert status == 0, err
     assert len(out.splitlines()) == 2
-    status, piped, err = run(["translate", en_fr_run, "--beam", "1"], capsys, stdin="The cat sleeps.\n\nI see a dog.\n", monkeypatch=monkeypatch)
+    status, piped, err = run(
+        ["translate", en_fr_run, "--beam", "1"],
+        capsys,
+        stdin="The cat sleeps.\n\nI see a dog.\n",
+        monkeypatch=monkeypatch,
+    )
     assert status == 0, err
-    assert piped.splitlines() == [out.splitlines()[0], "", out.splitlines()[1]]  # blank lines kept, the same translations
+    assert piped.splitlines() == [
+        out.splitlines()[0],
+        "",
+        out.splitlines()[1],
+    ]  # blank lines kept, the same translations
 
 
 def test_a_person_typing_gets_an_answer_per_line_and_a_bad_line_is_not_the_end(en_fr_run, capsys, monkeypatch):
@@ -207,7 +299,25 @@ def test_subwords_never_read_a_word_as_unk(en_fr_run, capsys):
 
 def test_words_chinese_is_one_token_per_character_and_unknown_words_are_named(tmp_path, capsys):
     pairs = write_anki(tmp_path / "cmn.txt", cjk_rows("zh"))
-    status, out, err = run(["train", "--pairs", pairs, "--src", "eng", "--tgt", "cmn", "--out", tmp_path / "run", "--epochs", "1", "--tokens", "words", *TINY], capsys)
+    status, out, err = run(
+        [
+            "train",
+            "--pairs",
+            pairs,
+            "--src",
+            "eng",
+            "--tgt",
+            "cmn",
+            "--out",
+            tmp_path / "run",
+            "--epochs",
+            "1",
+            "--tokens",
+            "words",
+            *TINY,
+        ],
+        capsys,
+    )
     assert status == 0, err
     assert {p.name for p in (tmp_path / "run").iterdir()} >= {"truecase.json", "decoding.json"}
     tokens = json.loads((tmp_path / "run" / "vocab.tgt.json").read_text())["tokens"][4:]
@@ -227,11 +337,34 @@ def test_japanese_into_english_with_reverse_from_the_zip_as_published(tmp_path, 
         zf.write(text, "jpn.txt")
         zf.writestr("_about.txt", "About these pairs.")
     text.unlink()
-    status, out, err = run(["train", "--pairs", pairs, "--src", "ja", "--tgt", "en", "--reverse", "--out", tmp_path / "run", "--epochs", "1", *TINY], capsys)
+    status, out, err = run(
+        [
+            "train",
+            "--pairs",
+            pairs,
+            "--src",
+            "ja",
+            "--tgt",
+            "en",
+            "--reverse",
+            "--out",
+            tmp_path / "run",
+            "--epochs",
+            "1",
+            *TINY,
+        ],
+        capsys,
+    )
     assert status == 0, err
     assert {"subwords.src.model", "subwords.tgt.model"} <= {p.name for p in (tmp_path / "run").iterdir()}  # two scripts
-    pieces = [t for t in json.loads((tmp_path / "run" / "vocab.src.json").read_text())["tokens"][4:] if not t.startswith("<0x")]
-    assert any("猫" in t for t in pieces) and not any(t.startswith("\u2581") and len(t) > 1 for t in pieces)  # no spaces
+    pieces = [
+        t
+        for t in json.loads((tmp_path / "run" / "vocab.src.json").read_text())["tokens"][4:]
+        if not t.startswith("<0x")
+    ]
+    assert any("猫" in t for t in pieces) and not any(
+        t.startswith("\u2581") and len(t) > 1 for t in pieces
+    )  # no spaces
     assert json.loads((tmp_path / "run" / "config.json").read_text())["pairs"]["path"] == str(pairs)
     status, out, err = run(["translate", tmp_path / "run", "--beam", "1", "私は猫が好きです。"], capsys)
     assert status == 0 and len(out.splitlines()) == 1, err
@@ -242,10 +375,14 @@ def test_japanese_into_english_with_reverse_from_the_zip_as_published(tmp_path, 
 
 def test_columns_in_the_wrong_order_are_caught(tmp_path, capsys):
     zh = write_anki(tmp_path / "cmn.txt", cjk_rows("zh"))
-    status, out, err = run(["train", "--pairs", zh, "--src", "zh", "--tgt", "en", "--out", tmp_path / "a", "--epochs", "1", *TINY], capsys)
+    status, out, err = run(
+        ["train", "--pairs", zh, "--src", "zh", "--tgt", "en", "--out", tmp_path / "a", "--epochs", "1", *TINY], capsys
+    )
     assert_clean_error(status, err, "column 1 of the pairs file holds no Chinese characters", "--reverse")
     fr = write_anki(tmp_path / "fra.txt", en_fr_rows())
-    status, out, err = run(["train", "--pairs", fr, "--src", "fr", "--tgt", "en", "--out", tmp_path / "b", "--epochs", "1", *TINY], capsys)
+    status, out, err = run(
+        ["train", "--pairs", fr, "--src", "fr", "--tgt", "en", "--out", tmp_path / "b", "--epochs", "1", *TINY], capsys
+    )
     assert_clean_error(status, err, "column 1 of the pairs file looks like English", "--reverse")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
@@ -269,7 +406,9 @@ def test_the_split_depends_on_the_sentence_not_the_order_of_the_lines():
     assert len({split_of(s, 0.3) for s in ["Go.", "go.", "GO."]}) == 1
     translations = split_run_pairs([Pair("Go.", f"Translation {i}.") for i in range(20)] + pairs, 0.3)
     assert sum(any(p.src == "Go." for p in split) for split in translations) == 1
-    assert held_out_fraction(500) == 0.1 and held_out_fraction(200_000) == 0.02 and 0.02 < held_out_fraction(40_000) < 0.1
+    assert (
+        held_out_fraction(500) == 0.1 and held_out_fraction(200_000) == 0.02 and 0.02 < held_out_fraction(40_000) < 0.1
+    )
     assert split_run_pairs(pairs, 0.1) == split_by_checksum(pairs, (0.8, 0.1, 0.1))  # chapter 1's split, the same
 
 
@@ -332,21 +471,34 @@ def test_pairs_fra_eng_downloads_checks_and_caches(tmp_path, capsys, monkeypatch
         monkeypatch.setenv("ATTNBOOK_DATA", str(tmp_path / "cache"))
         monkeypatch.setattr(attnbook.data.anki, "FRA_ENG_URL", server.url)
         monkeypatch.setattr(attnbook.data.anki, "FRA_ENG_SHA1", "0" * 40)
-        status, out, err = run(["train", "--pairs", "fra-eng", "--out", tmp_path / "bad", "--steps", "1", *TINY], capsys)
+        status, out, err = run(
+            ["train", "--pairs", "fra-eng", "--out", tmp_path / "bad", "--steps", "1", *TINY], capsys
+        )
         assert_clean_error(status, err, "could not get fra-eng", "SHA-1")
         monkeypatch.setattr(attnbook.data.anki, "FRA_ENG_SHA1", hashlib.sha1(buffer.getvalue()).hexdigest())
-        status, out, err = run(["train", "--pairs", "fra-eng", "--reverse", "--out", tmp_path / "run", "--steps", "1", *TINY], capsys)
+        status, out, err = run(
+            ["train", "--pairs", "fra-eng", "--reverse", "--out", tmp_path / "run", "--steps", "1", *TINY], capsys
+        )
         assert status == 0, err
         config = json.loads((tmp_path / "run" / "config.json").read_text())
-        assert (config["src_lang"], config["tgt_lang"], config["reverse"], config["pairs"]["path"]) == ("fr", "en", True, "fra-eng")
+        assert (config["src_lang"], config["tgt_lang"], config["reverse"], config["pairs"]["path"]) == (
+            "fr",
+            "en",
+            True,
+            "fra-eng",
+        )
         assert (tmp_path / "cache" / "fra-eng" / "fra.txt").read_bytes() == text
     finally:
         server.close()
-    status, out, err = run(["evaluate", tmp_path / "run", "--beam", "1", "--limit", "3"], capsys)  # from the cache: the server is gone
+    status, out, err = run(
+        ["evaluate", tmp_path / "run", "--beam", "1", "--limit", "3"], capsys
+    )  # from the cache: the server is gone
     assert status == 0 and "test split of fra-eng" in out, err
     monkeypatch.setattr(attnbook.data.anki, "FRA_ENG_URL", server.url)  # closed now: offline
     monkeypatch.setenv("ATTNBOOK_DATA", str(tmp_path / "empty-cache"))
-    status, out, err = run(["train", "--pairs", "fra-eng", "--out", tmp_path / "offline", "--steps", "1", *TINY], capsys)
+    status, out, err = run(
+        ["train", "--pairs", "fra-eng", "--out", tmp_path / "offline", "--steps", "1", *TINY], capsys
+    )
     assert_clean_error(status, err, "could not get fra-eng", "offline")
 
 
@@ -357,20 +509,36 @@ def test_bad_pairs_files_and_languages(tmp_path, capsys):
     def train(*argv):
         return run(["train", "--out", tmp_path / "never", "--epochs", "1", *TINY, *argv], capsys)
 
-    assert_clean_error(*train("--pairs", tmp_path / "missing.txt", "--src", "en", "--tgt", "fr")[::2], "no pairs file at")
+    assert_clean_error(
+        *train("--pairs", tmp_path / "missing.txt", "--src", "en", "--tgt", "fr")[::2], "no pairs file at"
+    )
     assert_clean_error(*train("--pairs", tmp_path, "--src", "en", "--tgt", "fr")[::2], "is a folder")
     (tmp_path / "empty.txt").write_text("")
-    assert_clean_error(*train("--pairs", tmp_path / "empty.txt", "--src", "en", "--tgt", "fr")[::2], "holds no sentence pair")
+    assert_clean_error(
+        *train("--pairs", tmp_path / "empty.txt", "--src", "en", "--tgt", "fr")[::2], "holds no sentence pair"
+    )
     (tmp_path / "prose.txt").write_text("This is not a pairs file.\nIt is prose.\n" * 50 + "One\tline\n")
-    assert_clean_error(*train("--pairs", tmp_path / "prose.txt", "--src", "en", "--tgt", "fr")[::2], "is not a tab-separated pairs file", "line 1")
+    assert_clean_error(
+        *train("--pairs", tmp_path / "prose.txt", "--src", "en", "--tgt", "fr")[::2],
+        "is not a tab-separated pairs file",
+        "line 1",
+    )
     (tmp_path / "binary.txt").write_bytes(bytes(range(256)) * 40)
-    assert_clean_error(*train("--pairs", tmp_path / "binary.txt", "--src", "en", "--tgt", "fr")[::2], "cannot read pairs")
+    assert_clean_error(
+        *train("--pairs", tmp_path / "binary.txt", "--src", "en", "--tgt", "fr")[::2], "cannot read pairs"
+    )
     good = write_anki(tmp_path / "fra.txt", en_fr_rows())
     assert_clean_error(*train("--pairs", good, "--src", "xx", "--tgt", "fr")[::2], "--src: unknown language code 'xx'")
     assert_clean_error(*train("--pairs", good, "--src", "en")[::2], "--src LANG --tgt LANG")
-    assert_clean_error(*train("--pairs", good, "--src", "en", "--tgt", "fr", "--num-heads", "3")[::2], "not divisible by --num-heads 3")
-    assert_clean_error(*train("--pairs", good, "--src", "en", "--tgt", "fr", "--minutes", "0")[::2], "--minutes must be > 0")
-    assert_clean_error(*train("--pairs", good, "--src", "en", "--tgt", "fr", "--max-length", "1")[::2], "no training pairs left")
+    assert_clean_error(
+        *train("--pairs", good, "--src", "en", "--tgt", "fr", "--num-heads", "3")[::2], "not divisible by --num-heads 3"
+    )
+    assert_clean_error(
+        *train("--pairs", good, "--src", "en", "--tgt", "fr", "--minutes", "0")[::2], "--minutes must be > 0"
+    )
+    assert_clean_error(
+        *train("--pairs", good, "--src", "en", "--tgt", "fr", "--max-length", "1")[::2], "no training pairs left"
+    )
     assert not (tmp_path / "never").exists()
 
 
@@ -386,13 +554,17 @@ def test_run_folders_that_cannot_be_used(en_fr_run, tmp_path, capsys):
     assert_clean_error(*run(["translate", broken, "Hi."], capsys)[::2], "has no checkpoint yet")
     (broken / "checkpoint.pt").write_bytes(b"not a checkpoint at all")
     (broken / "best.pt").unlink()
-    assert_clean_error(*run(["translate", broken, "Hi."], capsys)[::2], "incompatible checkpoint", "not a readable checkpoint")
+    assert_clean_error(
+        *run(["translate", broken, "Hi."], capsys)[::2], "incompatible checkpoint", "not a readable checkpoint"
+    )
     other = tmp_path / "other"
     shutil.copytree(en_fr_run, other)
     config = json.loads((other / "config.json").read_text())
     config["model"]["num_layers"] = 2
     (other / "config.json").write_text(json.dumps(config))
-    assert_clean_error(*run(["translate", other, "Hi."], capsys)[::2], "incompatible checkpoint", "num_layers: checkpoint 1, model 2")
+    assert_clean_error(
+        *run(["translate", other, "Hi."], capsys)[::2], "incompatible checkpoint", "num_layers: checkpoint 1, model 2"
+    )
     (other / "config.json").write_text("{not json")
     assert_clean_error(*run(["evaluate", other], capsys)[::2], "is damaged")
 
@@ -403,7 +575,9 @@ def test_a_run_folder_without_its_subword_model_says_so(en_fr_run, tmp_path, cap
     copy = tmp_path / "copy"
     shutil.copytree(en_fr_run, copy)
     (copy / "subwords.model").unlink()
-    assert_clean_error(*run(["translate", copy, "Hi."], capsys)[::2], "trained on subwords", "subwords.model is missing")
+    assert_clean_error(
+        *run(["translate", copy, "Hi."], capsys)[::2], "trained on subwords", "subwords.model is missing"
+    )
     (copy / "subwords.model").write_bytes(b"damaged")
     assert_clean_error(*run(["evaluate", copy], capsys)[::2], "subword model", "damaged")
 
@@ -413,28 +587,55 @@ def test_bad_decoding_options_and_sentences(en_fr_run, capsys, monkeypatch):
         assert_clean_error(*run([*command, "--beam", "0"], capsys)[::2], "--beam must be at least 1")
         assert_clean_error(*run([*command, "--alpha", "-0.5"], capsys)[::2], "--alpha must be >= 0")
     assert_clean_error(*run(["translate", en_fr_run, "Hi.", "  "], capsys)[::2], "argument 2 is empty")
-    assert_clean_error(*run(["translate", en_fr_run, "word " * 300], capsys)[::2], "argument 1 has", "tokens; this model reads at most 256")
+    assert_clean_error(
+        *run(["translate", en_fr_run, "word " * 300], capsys)[::2],
+        "argument 1 has",
+        "tokens; this model reads at most 256",
+    )
     status, out, err = run(["translate", en_fr_run], capsys, stdin="\n \n", monkeypatch=monkeypatch)
     assert_clean_error(status, err, "standard input holds no sentence")
-    status, out, err = run(["translate", en_fr_run], capsys, stdin="Hi.\n" + "word " * 300 + "\n", monkeypatch=monkeypatch)
+    status, out, err = run(
+        ["translate", en_fr_run], capsys, stdin="Hi.\n" + "word " * 300 + "\n", monkeypatch=monkeypatch
+    )
     assert_clean_error(status, err, "line 2 of standard input has", "at most 256")
     assert out == ""  # nothing is translated when one line cannot be
 
 
 def test_model_rules_come_from_the_model_in_the_words_of_the_command_line(tmp_path, capsys):
     good = write_anki(tmp_path / "fra.txt", en_fr_rows(40))
-    common = ["train", "--pairs", good, "--src", "en", "--tgt", "fr", "--out", tmp_path / "never", "--epochs", "1", *TINY]
-    assert_clean_error(*run([*common, "--dropout", "1.5"], capsys)[::2], "--dropout must be a probability in [0, 1), got 1.5")
+    common = [
+        "train",
+        "--pairs",
+        good,
+        "--src",
+        "en",
+        "--tgt",
+        "fr",
+        "--out",
+        tmp_path / "never",
+        "--epochs",
+        "1",
+        *TINY,
+    ]
+    assert_clean_error(
+        *run([*common, "--dropout", "1.5"], capsys)[::2], "--dropout must be a probability in [0, 1), got 1.5"
+    )
     assert_clean_error(*run([*common, "--d-model", "15", "--num-heads", "1"], capsys)[::2], "--d-model must be even")
-    assert_clean_error(*run([*common, "--arch", "rnn", "--num-layers", "0"], capsys)[::2], "--num-layers must be >= 1, got 0")
+    assert_clean_error(
+        *run([*common, "--arch", "rnn", "--num-layers", "0"], capsys)[::2], "--num-layers must be >= 1, got 0"
+    )
     assert_clean_error(*run([*common, "--max-vocab", "4"], capsys)[::2], "--max-vocab must be at least 5")
     assert not (tmp_path / "never").exists()
 
 
 def test_bad_devices_are_one_line(en_fr_run, capsys):
-    assert_clean_error(*run(["translate", en_fr_run, "--device", "tpu", "Hi."], capsys)[::2], "--device 'tpu': use auto, cpu")
+    assert_clean_error(
+        *run(["translate", en_fr_run, "--device", "tpu", "Hi."], capsys)[::2], "--device 'tpu': use auto, cpu"
+    )
     if not torch.cuda.is_available():
-        assert_clean_error(*run(["evaluate", en_fr_run, "--device", "cuda"], capsys)[::2], "--device cuda", "--device cpu")
+        assert_clean_error(
+            *run(["evaluate", en_fr_run, "--device", "cuda"], capsys)[::2], "--device cuda", "--device cpu"
+        )
 
 
 def test_a_run_split_by_an_earlier_version_is_scored_with_a_note_and_not_resumed(en_fr_run, tmp_path, capsys):
@@ -468,7 +669,9 @@ def test_a_run_folder_with_the_settings_names_of_an_earlier_version_still_resume
 
 def test_a_run_is_never_overwritten_and_resumes_only_with_its_own_settings(en_fr_run, tmp_path, capsys):
     pairs = en_fr_run.parent / "fra.txt"
-    status, out, err = run(["train", "--pairs", pairs, "--src", "en", "--tgt", "fr", "--out", en_fr_run, "--epochs", "3", *TINY], capsys)
+    status, out, err = run(
+        ["train", "--pairs", pairs, "--src", "en", "--tgt", "fr", "--out", en_fr_run, "--epochs", "3", *TINY], capsys
+    )
     assert_clean_error(status, err, "already holds a run", "--resume")
     status, out, err = run(["train", "--out", en_fr_run, "--resume", "--epochs", "3", "--d-model", "32"], capsys)
     assert_clean_error(status, err, "--d-model 32 differs from the run being resumed (16)")
@@ -489,7 +692,9 @@ def test_resume_continues_exactly(tmp_path, capsys):
     pairs = write_anki(tmp_path / "fra.txt", en_fr_rows(120))
     common = ["--pairs", str(pairs), "--src", "en", "--tgt", "fr", *TINY, "--dropout", "0.3"]
     assert cli.main(["train", *common, "--out", str(tmp_path / "straight"), "--epochs", "2"]) == 0
-    assert cli.main(["train", *common, "--out", str(tmp_path / "cut"), "--epochs", "2", "--steps", "3"]) == 0  # stops mid-epoch
+    assert (
+        cli.main(["train", *common, "--out", str(tmp_path / "cut"), "--epochs", "2", "--steps", "3"]) == 0
+    )  # stops mid-epoch
     cut = read_checkpoint(tmp_path / "cut" / "checkpoint.pt")["extra"]["train_state"]["position"]
     assert (cut["epoch"], cut["step_in_epoch"], cut["step"]) == (0, 3, 3)
     assert cli.main(["train", "--out", str(tmp_path / "cut"), "--resume", "--epochs", "2"]) == 0
@@ -566,19 +771,63 @@ def _drain(fd: int, chunks: list) -> None:
 
 
 def test_without_a_terminal_there_is_no_progress_line(en_fr_run, tmp_path, capsys):
-    status, out, err = run(["train", "--out", en_fr_run.parent / "quiet", "--pairs", en_fr_run.parent / "fra.txt", "--src", "en", "--tgt", "fr", "--steps", "2", *TINY], capsys)
+    status, out, err = run(
+        [
+            "train",
+            "--out",
+            en_fr_run.parent / "quiet",
+            "--pairs",
+            en_fr_run.parent / "fra.txt",
+            "--src",
+            "en",
+            "--tgt",
+            "fr",
+            "--steps",
+            "2",
+            *TINY,
+        ],
+        capsys,
+    )
     assert status == 0 and "ETA" not in out + err and "\r" not in out + err
 
 
 def test_the_module_and_the_console_script():
-    result = subprocess.run([sys.executable, "-m", "attnbook.translate", "--help"], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-    assert result.returncode == 0 and "train" in result.stdout and "evaluate" in result.stdout and "translate" in result.stdout
+    result = subprocess.run(
+        [sys.executable, "-m", "attnbook.translate", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    assert (
+        result.returncode == 0
+        and "train" in result.stdout
+        and "evaluate" in result.stdout
+        and "translate" in result.stdout
+    )
     assert 'attnbook-translate = "attnbook.translate:main"' in (ROOT / "pyproject.toml").read_text()
 
 
 def test_chapter_3_rnn_trains_and_translates_through_the_same_commands(en_fr_run, tmp_path, capsys):
     pairs = en_fr_run.parent / "fra.txt"
-    status, out, err = run(["train", "--pairs", pairs, "--src", "en", "--tgt", "fr", "--out", tmp_path / "rnn", "--arch", "rnn", "--steps", "2", *TINY], capsys)
+    status, out, err = run(
+        [
+            "train",
+            "--pairs",
+            pairs,
+            "--src",
+            "en",
+            "--tgt",
+            "fr",
+            "--out",
+            tmp_path / "rnn",
+            "--arch",
+            "rnn",
+            "--steps",
+            "2",
+            *TINY,
+        ],
+        capsys,
+    )
     assert status == 0 and "model: rnn" in out, err
     status, out, err = run(["translate", tmp_path / "rnn", "--beam", "1", "The cat sleeps."], capsys)
     assert status == 0 and len(out.splitlines()) == 1, err

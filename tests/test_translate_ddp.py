@@ -21,7 +21,22 @@ from attnbook.translate.run_pairs import reread_run_pairs
 from attnbook.translate.tokens import RunTokens
 from notebook_index import ROOT
 
-TINY = ["--d-model", "16", "--num-heads", "2", "--num-layers", "1", "--d-ff", "32", "--batch-tokens", "120", "--warmup", "4", "--min-freq", "1"]
+TINY = [
+    "--d-model",
+    "16",
+    "--num-heads",
+    "2",
+    "--num-layers",
+    "1",
+    "--d-ff",
+    "32",
+    "--batch-tokens",
+    "120",
+    "--warmup",
+    "4",
+    "--min-freq",
+    "1",
+]
 STEPS = 4
 
 
@@ -33,7 +48,10 @@ def free_port() -> int:
 
 def test_two_processes_equal_one_process_over_the_same_global_batches(tmp_path):
     pairs = tmp_path / "fra.txt"
-    pairs.write_text("".join(f"{p.src}\t{p.tgt}\n" for p in generate_pairs(160, seed=4, max_len=9, alignments=False)), encoding="utf-8")
+    pairs.write_text(
+        "".join(f"{p.src}\t{p.tgt}\n" for p in generate_pairs(160, seed=4, max_len=9, alignments=False)),
+        encoding="utf-8",
+    )
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
     if sys.platform.startswith("linux"):
@@ -46,7 +64,9 @@ def test_two_processes_equal_one_process_over_the_same_global_batches(tmp_path):
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "on 2 × cpu" in result.stdout and result.stdout.count("model: transformer") == 1  # only the first process speaks
+    assert (
+        "on 2 × cpu" in result.stdout and result.stdout.count("model: transformer") == 1
+    )  # only the first process speaks
 
     # Only the first process wrote: one start in the log, one checkpoint, from the two-process run.
     events = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
@@ -62,7 +82,11 @@ def test_two_processes_equal_one_process_over_the_same_global_batches(tmp_path):
     splits, _ = reread_run_pairs(config, Console())
     src_vocab, tgt_vocab = read_vocabularies(out)
     train_pairs = RunTokens.load(out, config, Console()).pairs(splits.train)  # the run's subword pieces
-    dataset = PairDataset([p for p in train_pairs if len(p.src_tok) <= s["max_length"] and len(p.tgt_tok) <= s["max_length"]], src_vocab, tgt_vocab)
+    dataset = PairDataset(
+        [p for p in train_pairs if len(p.src_tok) <= s["max_length"] and len(p.tgt_tok) <= s["max_length"]],
+        src_vocab,
+        tgt_vocab,
+    )
     batches = BucketBatchSampler(dataset.lengths(), max_tokens=s["batch_tokens"], seed=s["seed"]).batches(0)
     assert len(batches) >= 2 * STEPS
 
@@ -76,7 +100,11 @@ def test_two_processes_equal_one_process_over_the_same_global_batches(tmp_path):
             losses = []
             for b in batches[per_step * k : per_step * k + per_step]:
                 batch = collate([dataset[i] for i in b])
-                losses.append(sequence_loss(model(batch.src, batch.src_mask, batch.tgt_in), batch.tgt_out, 0, s["label_smoothing"]))
+                losses.append(
+                    sequence_loss(
+                        model(batch.src, batch.src_mask, batch.tgt_in), batch.tgt_out, 0, s["label_smoothing"]
+                    )
+                )
             (sum(losses) / len(losses)).backward()
             nn.utils.clip_grad_norm_(model.parameters(), s["clip"])
             optimizer.step()

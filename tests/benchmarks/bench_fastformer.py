@@ -119,8 +119,10 @@ def measure(lengths: list[int], rounds: int, max_gb: float, max_seconds: float, 
     for name in NAMES:
         for n in lengths:
             if name == "explicit" and explicit_bytes(n) > max_gb * 2**30:
-                print(f"  {name}: not run from N={n}: its N x N tensors would need about "
-                      f"{explicit_bytes(n) / 2**30:.1f} GB (--max-gb {max_gb})")
+                print(
+                    f"  {name}: not run from N={n}: its N x N tensors would need about "
+                    f"{explicit_bytes(n) / 2**30:.1f} GB (--max-gb {max_gb})"
+                )
                 break
             seconds = time_once(*runs[name], *inputs[n])
             plan.append((name, n))
@@ -141,7 +143,9 @@ def measure(lengths: list[int], rounds: int, max_gb: float, max_seconds: float, 
     print(f"\nforward + backward, median of {rounds} interleaved rounds (ms):")
     print(_table(lengths, {name: {n: t * 1e3 for n, t in times[name].items()} for name in NAMES}, "{:.1f}"))
     print("\npeak memory of one forward + backward pass (MB):")
-    print(_table(lengths, {name: {n: b / 2**20 for n, b in memory[name].items()} for name in NAMES}, "{:.1f}"), flush=True)
+    print(
+        _table(lengths, {name: {n: b / 2**20 for n, b in memory[name].items()} for name in NAMES}, "{:.1f}"), flush=True
+    )
     return times, memory
 
 
@@ -213,8 +217,10 @@ def crossover(fast: dict[int, float], other: dict[int, float]) -> str:
 def report(times: dict, memory: dict, paired: dict[int, float], record: Report) -> None:
     fast = times["fastformer"]
     lengths = sorted(fast)
-    ratios = {f"{name} / fastformer": {n: times[name][n] / fast[n] for n in lengths if n in times[name]}
-              for name in ("causal", "mha", "explicit")}
+    ratios = {
+        f"{name} / fastformer": {n: times[name][n] / fast[n] for n in lengths if n in times[name]}
+        for name in ("causal", "mha", "explicit")
+    }
     print("\nratios of medians (time of each / time of the bidirectional Fastformer):")
     print(_table(lengths, ratios, "{:.2f}"))
     print(f"\nslopes of log(time) and log(peak memory) against log(N), from N={SLOPE_FROM}:")
@@ -223,7 +229,9 @@ def report(times: dict, memory: dict, paired: dict[int, float], record: Report) 
     for name in NAMES:
         span = [n for n in times[name] if n >= SLOPE_FROM]
         if span:
-            print(f"  {name:<11} time {slopes[name]:5.2f}   peak memory {mem_slopes[name]:5.2f}   (N={min(span)}..{max(span)})")
+            print(
+                f"  {name:<11} time {slopes[name]:5.2f}   peak memory {mem_slopes[name]:5.2f}   (N={min(span)}..{max(span)})"
+            )
     crossings = {name: crossover(fast, times[name]) for name in ("mha", "explicit")}
     print("\ncrossover (Fastformer becomes the faster one):")
     for name, where in crossings.items():
@@ -241,7 +249,9 @@ def report(times: dict, memory: dict, paired: dict[int, float], record: Report) 
     print(f"goal: Fastformer's slope <= {SLOPE_GOAL}: {s:.2f}, {'met' if met else 'NOT met'}")
     r = ratios["mha / fastformer"].get(RATIO_AT, float("nan"))
     met = record.target(f"MultiHeadAttention / Fastformer at N={RATIO_AT}", r, RATIO_GOAL, higher_is_better=True)
-    print(f"goal: at N={RATIO_AT}, MultiHeadAttention / Fastformer >= {RATIO_GOAL}: {r:.1f}, {'met' if met else 'NOT met'}")
+    print(
+        f"goal: at N={RATIO_AT}, MultiHeadAttention / Fastformer >= {RATIO_GOAL}: {r:.1f}, {'met' if met else 'NOT met'}"
+    )
     report_causal(paired, record, lengths)
 
 
@@ -262,8 +272,10 @@ def report_causal(paired: dict[int, float], record: Report, lengths: list[int]) 
         met=every and r <= CAUSAL_GOAL,
         rule=f"<= {CAUSAL_GOAL:g} at every length",
     )
-    print(f"target: causal within {CAUSAL_GOAL:g}\u00d7 of bidirectional at every length {span}: "
-          f"{'met' if met else 'NOT met'} (worst {r:.2f} at N={worst})")
+    print(
+        f"target: causal within {CAUSAL_GOAL:g}\u00d7 of bidirectional at every length {span}: "
+        f"{'met' if met else 'NOT met'} (worst {r:.2f} at N={worst})"
+    )
     return met
 
 
@@ -272,17 +284,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds, each over every contender and length")
     parser.add_argument("--min-n", type=int, default=64)
     parser.add_argument("--max-n", type=int, default=16384)
-    parser.add_argument("--max-gb", type=float, default=3.0, help="skip the explicit attention where its N x N tensors exceed this")
-    parser.add_argument("--max-seconds", type=float, default=20.0, help="stop a contender after a length where one pass took longer")
+    parser.add_argument(
+        "--max-gb", type=float, default=3.0, help="skip the explicit attention where its N x N tensors exceed this"
+    )
+    parser.add_argument(
+        "--max-seconds", type=float, default=20.0, help="stop a contender after a length where one pass took longer"
+    )
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--only-causal", action="store_true",
-                        help="measure only causal against bidirectional Fastformer, side by side (a few minutes)")
+    parser.add_argument(
+        "--only-causal",
+        action="store_true",
+        help="measure only causal against bidirectional Fastformer, side by side (a few minutes)",
+    )
     args = parser.parse_args(argv)
     record = Report(__file__, argv)
     torch.set_num_threads(args.threads)
     lengths = [n for n in (2**k for k in range(4, 16)) if args.min_n <= n <= args.max_n]
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, batch 1, width {WIDTH}; "
-          f"Fastformer {FAST_HEADS} heads, MultiHeadAttention {MHA_HEADS} heads")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, batch 1, width {WIDTH}; "
+        f"Fastformer {FAST_HEADS} heads, MultiHeadAttention {MHA_HEADS} heads"
+    )
     if args.only_causal:
         record.figure("rounds", args.rounds)
         report_causal(paired_causal_ratios(lengths, args.rounds), record, lengths)

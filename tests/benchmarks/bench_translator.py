@@ -60,14 +60,25 @@ DROPOUT = 0.1
 
 
 def ours(src_vocab: int, tgt_vocab: int, d_model: int, num_heads: int, num_layers: int, d_ff: int) -> nn.Module:
-    config = TransformerConfig(src_vocab, tgt_vocab, d_model=d_model, num_heads=num_heads, num_layers=num_layers, d_ff=d_ff, dropout=DROPOUT, max_len=256)
+    config = TransformerConfig(
+        src_vocab,
+        tgt_vocab,
+        d_model=d_model,
+        num_heads=num_heads,
+        num_layers=num_layers,
+        d_ff=d_ff,
+        dropout=DROPOUT,
+        max_len=256,
+    )
     return Transformer(config)
 
 
 class TorchTransformer(nn.Module):
     """``torch.nn.Transformer`` (post-LN, batch first) between embeddings + sinusoidal positions and an output layer."""
 
-    def __init__(self, src_vocab: int, tgt_vocab: int, d_model: int, num_heads: int, num_layers: int, d_ff: int) -> None:
+    def __init__(
+        self, src_vocab: int, tgt_vocab: int, d_model: int, num_heads: int, num_layers: int, d_ff: int
+    ) -> None:
         super().__init__()
         self.scale = math.sqrt(d_model)
         self.src_embedding, self.tgt_embedding = nn.Embedding(src_vocab, d_model), nn.Embedding(tgt_vocab, d_model)
@@ -79,11 +90,15 @@ class TorchTransformer(nn.Module):
         causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.shape[1], dtype=torch.bool)
         x = self.positional(self.src_embedding(src) * self.scale)
         y = self.positional(self.tgt_embedding(tgt_in) * self.scale)
-        out = self.transformer(x, y, tgt_mask=causal, src_key_padding_mask=src_mask, memory_key_padding_mask=src_mask, tgt_is_causal=True)
+        out = self.transformer(
+            x, y, tgt_mask=causal, src_key_padding_mask=src_mask, memory_key_padding_mask=src_mask, tgt_is_causal=True
+        )
         return self.output(out)
 
 
-def d2l_transformer(src_vocab: int, tgt_vocab: int, d_model: int, num_heads: int, num_layers: int, d_ff: int, dropout: float = DROPOUT) -> nn.Module:
+def d2l_transformer(
+    src_vocab: int, tgt_vocab: int, d_model: int, num_heads: int, num_layers: int, d_ff: int, dropout: float = DROPOUT
+) -> nn.Module:
     """d2l's encoder, and a decoder of the d2l book's design (section 11.7) built from d2l's blocks."""
     from d2l import torch as d2l
 
@@ -162,8 +177,12 @@ def throughput(corpus, batches, repeats: int) -> dict[str, dict]:
         for name in models:
             print(f"  {name:>6}: {r[name]:9.0f} target tokens/s")
         print(f"  ours / d2l   = {r['ours'] / r['d2l']:.2f}x    ours / torch = {r['ours'] / r['torch']:.2f}x")
-        results[label] = {"tokens_per_second": {name: round(v) for name, v in r.items()}, "parameters": params,
-                          "ours_over_d2l": round(r["ours"] / r["d2l"], 2), "ours_over_torch": round(r["ours"] / r["torch"], 2)}
+        results[label] = {
+            "tokens_per_second": {name: round(v) for name, v in r.items()},
+            "parameters": params,
+            "ours_over_d2l": round(r["ours"] / r["d2l"], 2),
+            "ours_over_torch": round(r["ours"] / r["torch"], 2),
+        }
     return results
 
 
@@ -197,8 +216,13 @@ def kv_cache(corpus, repeats: int, n_tokens: int = 64) -> dict[str, dict[str, fl
                     times[cache].append(generate(model, src, mask, n_tokens, cache))
             cached, uncached = statistics.median(times[True]), statistics.median(times[False])
             results[f"{label}, batch {batch_size}"] = {
-                "cached_ms": round(1000 * cached, 1), "uncached_ms": round(1000 * uncached, 1), "speedup": round(uncached / cached, 2)}
-            print(f"  batch {batch_size:>2}: cached {1000 * cached:8.1f} ms, uncached {1000 * uncached:8.1f} ms, speed-up {uncached / cached:.1f}x")
+                "cached_ms": round(1000 * cached, 1),
+                "uncached_ms": round(1000 * uncached, 1),
+                "speedup": round(uncached / cached, 2),
+            }
+            print(
+                f"  batch {batch_size:>2}: cached {1000 * cached:8.1f} ms, uncached {1000 * uncached:8.1f} ms, speed-up {uncached / cached:.1f}x"
+            )
     return results
 
 
@@ -210,10 +234,20 @@ def beam_times(corpus, epochs: int, repeats: int) -> dict[str, dict[str, float]]
     shape = next(iter(CONFIGS.values()))
     model = ours(len(corpus.src_vocab), len(corpus.tgt_vocab), **shape)
     optimizer, scheduler = paper_optimizer(model, warmup=200, factor=2.0)
-    train(model, corpus.batches("train", batch_size=BATCH, seed=0), epochs=epochs, optimizer=optimizer, scheduler=scheduler,
-          label_smoothing=0.1, plot=False, verbose=False)
+    train(
+        model,
+        corpus.batches("train", batch_size=BATCH, seed=0),
+        epochs=epochs,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        label_smoothing=0.1,
+        plot=False,
+        verbose=False,
+    )
     test = corpus.test[:200]
-    print(f"\n[3] decoding {len(test)} test sentences with the chapter's model trained {epochs} epochs (seconds per sentence)")
+    print(
+        f"\n[3] decoding {len(test)} test sentences with the chapter's model trained {epochs} epochs (seconds per sentence)"
+    )
     results = {}
     for batch_size in (64, 1):
         batches = list(corpus.batches("test", batch_size=batch_size, shuffle=False, bucket=False))
@@ -251,10 +285,22 @@ def main(argv: list[str] | None = None) -> int:
     corpus = load_corpus(n_pairs=N_PAIRS, seed=0, max_len=MAX_LEN)
     batches = [b for _, b in zip(range(args.batches), corpus.batches("train", batch_size=BATCH, seed=0))]
     n_tokens = sum(int((b.tgt_out != 0).sum()) for b in batches)
-    print(f"{corpus}; {len(batches)} batches of {BATCH} pairs ({n_tokens} target tokens); float32, {args.threads} threads; "
-          f"medians of {args.repeats} runs")
-    record.figure("setup", {"pairs": N_PAIRS, "max_len": MAX_LEN, "batches": len(batches), "batch_size": BATCH,
-                            "target_tokens": n_tokens, "repeats": args.repeats, "train_epochs": args.train_epochs})
+    print(
+        f"{corpus}; {len(batches)} batches of {BATCH} pairs ({n_tokens} target tokens); float32, {args.threads} threads; "
+        f"medians of {args.repeats} runs"
+    )
+    record.figure(
+        "setup",
+        {
+            "pairs": N_PAIRS,
+            "max_len": MAX_LEN,
+            "batches": len(batches),
+            "batch_size": BATCH,
+            "target_tokens": n_tokens,
+            "repeats": args.repeats,
+            "train_epochs": args.train_epochs,
+        },
+    )
     only = set(args.only or ["throughput", "cache", "beam"])
     if "throughput" in only:
         record.figure("throughput", throughput(corpus, batches, args.repeats))

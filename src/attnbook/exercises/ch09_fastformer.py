@@ -128,8 +128,14 @@ def _gkp_pools_keys(k, q_global, weight, bias, num_heads, key_padding_mask):
 
 
 def _gkp_unscaled(k, q_global, weight, bias, num_heads, key_padding_mask):
-    return _global_key_with_padding(k, q_global, weight * math.sqrt(k.shape[-1] // num_heads),
-                                    bias * math.sqrt(k.shape[-1] // num_heads), num_heads, key_padding_mask)
+    return _global_key_with_padding(
+        k,
+        q_global,
+        weight * math.sqrt(k.shape[-1] // num_heads),
+        bias * math.sqrt(k.shape[-1] // num_heads),
+        num_heads,
+        key_padding_mask,
+    )
 
 
 def _gkp_slice_scores(k, q_global, weight, bias, num_heads, key_padding_mask):
@@ -183,8 +189,11 @@ check_global_key_with_padding = Checker(
             "the global key is the beta-weighted sum of the mixed vectors p_i = k_i * q_global, not of the keys k_i.",
             _gkp_pools_keys,
         ),
-        Mistake("no scaling", "divide the scores key_att(p_i) by sqrt(d_h), the head width, before the softmax.",
-                _gkp_unscaled),
+        Mistake(
+            "no scaling",
+            "divide the scores key_att(p_i) by sqrt(d_h), the head width, before the softmax.",
+            _gkp_unscaled,
+        ),
         Mistake(
             "each head scores only its slice",
             "key_att maps the whole d-vector p_i to H scores: score_h = weight[h] . p_i + bias[h], with all d features "
@@ -339,7 +348,9 @@ check_fastformer_step = _StepChecker(
     cases=[
         Case("one head, d=4, B=1, 5 tokens", (_layer(4, 1, 0), _randn(1, 5, 4))),
         Case("3 heads, d=6, B=2, 7 tokens", (_layer(6, 3, 1), _randn(2, 7, 6))),
-        Case("scores of several thousand (exp overflows above 709)", (_layer(6, 2, 2, att_scale=800.0), _randn(2, 6, 6))),
+        Case(
+            "scores of several thousand (exp overflows above 709)", (_layer(6, 2, 2, att_scale=800.0), _randn(2, 6, 6))
+        ),
     ],
     mistakes=[
         Mistake(
@@ -388,7 +399,9 @@ check_fastformer_step = _StepChecker(
 
 
 def _fastformer_parameter_count(d_model, num_heads, share_value=True):
-    count = 3 * (d_model * d_model + d_model) + 2 * (d_model * num_heads + num_heads)  # query, key, transform; query_att, key_att
+    count = 3 * (d_model * d_model + d_model) + 2 * (
+        d_model * num_heads + num_heads
+    )  # query, key, transform; query_att, key_att
     return count if share_value else count + d_model * d_model + d_model
 
 
@@ -415,7 +428,11 @@ check_fastformer_parameter_count = Checker(
         Case("d_model=64, 4 heads, values with their own projection", (64, 4), {"share_value": False}),
     ],
     mistakes=[
-        Mistake("biases forgotten", "each of the five linear layers has a bias: d for query, key and transform, H for query_att and key_att.", _pc_no_biases),
+        Mistake(
+            "biases forgotten",
+            "each of the five linear layers has a bias: d for query, key and transform, H for query_att and key_att.",
+            _pc_no_biases,
+        ),
         Mistake(
             "each head scores only its slice",
             "query_att and key_att are Linear(d, H): each of the H scores reads the whole d-vector, so each layer has "
