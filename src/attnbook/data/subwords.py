@@ -31,10 +31,12 @@ from pathlib import Path
 
 from .text import Vocab, language
 
-__all__ = ["Subwords", "UNSPACED_LANGUAGES", "character_coverage"]
+__all__ = ["Subwords", "UNSPACED_LANGUAGES", "CHARACTER_LANGUAGES", "character_coverage"]
 
 #: Languages written without spaces between words: no ``▁`` before a sentence's first piece.
 UNSPACED_LANGUAGES = frozenset(("zh", "yue", "ja", "th", "lo", "km", "my"))
+#: Languages whose characters are already units of meaning: their own vocabulary is of characters, no merges.
+CHARACTER_LANGUAGES = frozenset(("zh", "yue", "ja"))
 #: Languages of thousands of characters: the rarest 0.05% of characters are spelled as bytes.
 _MANY_CHARACTERS = frozenset(("zh", "yue", "ja", "ko"))
 
@@ -69,6 +71,7 @@ class Subwords:
         seed: int = 0,
         threads: int = 1,
         space_first: bool | None = None,
+        characters: bool = False,
     ) -> Subwords:
         """Learn byte-pair merges from ``sentences`` until the model has about ``vocab_size`` pieces.
 
@@ -78,7 +81,9 @@ class Subwords:
         256 byte pieces count in ``vocab_size``; fewer pieces result when the
         text holds too few distinct pairs. ``space_first`` says whether a
         sentence starts with ``▁`` as if a space stood before it (by default:
-        unless every language is written without spaces).
+        unless every language is written without spaces). ``characters``
+        learns no merges: one piece per character (and bytes for the rarest),
+        as chapter 1 splits Chinese and Japanese.
         """
         import sentencepiece
 
@@ -100,6 +105,7 @@ class Subwords:
                 character_coverage=character_coverage(codes),
                 byte_fallback=True,
                 split_digits=True,
+                max_sentencepiece_length=1 if characters else 16,
                 add_dummy_prefix=not all(c in UNSPACED_LANGUAGES for c in codes)
                 if space_first is None
                 else space_first,

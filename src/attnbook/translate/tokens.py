@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..data import SCRIPT_OF, Pair, Subwords, Vocab, tokenize
+from ..data.subwords import CHARACTER_LANGUAGES
 from .console import CommandError, Console
 from .truecase import build_truecase, to_text
 
@@ -79,8 +80,12 @@ class RunTokens:
                 text = [p.src for p in train_pairs] + [p.tgt for p in train_pairs]
                 shared = Subwords.learn(text, size, (src, tgt), seed=settings.seed)
                 return cls("subwords", src, tgt, shared, shared)
-            src_model = Subwords.learn([p.src for p in train_pairs], size, (src,), seed=settings.seed)
-            tgt_model = Subwords.learn([p.tgt for p in train_pairs], size, (tgt,), seed=settings.seed)
+            src_model = Subwords.learn(
+                [p.src for p in train_pairs], size, (src,), seed=settings.seed, characters=src in CHARACTER_LANGUAGES
+            )
+            tgt_model = Subwords.learn(
+                [p.tgt for p in train_pairs], size, (tgt,), seed=settings.seed, characters=tgt in CHARACTER_LANGUAGES
+            )
         except ValueError as err:
             raise CommandError(f"--pieces {size}: {err}") from None
         return cls("subwords", src, tgt, src_model, tgt_model)
