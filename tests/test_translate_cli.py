@@ -250,7 +250,7 @@ def test_evaluate_scores_every_pair_of_a_test_file_with_the_brevity_penalty(en_f
 def test_the_decoding_chosen_on_the_validation_pairs_is_used_unless_told_otherwise(en_fr_run, capsys):
     choice = json.loads((en_fr_run / "decoding.json").read_text())
     chosen = choice["chosen"]
-    assert {c["alpha"] for c in choice["candidates"] if c["beam"] == 4} == {0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0}
+    assert {c["alpha"] for c in choice["candidates"] if c["beam"] == 4} == {0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0, 2.5, 3.0}
     assert all(0 <= c["brevity_penalty"] <= 1 for c in choice["candidates"])
     status, out, err = run(["evaluate", en_fr_run, "--limit", "3"], capsys)
     how = "greedy" if chosen["beam"] == 1 else f"beam 4, α {chosen['alpha']:g}"

@@ -39,7 +39,7 @@ from .tokens import RunTokens
 __all__ = ["ALPHAS", "EXTRA", "SENTENCES", "choose_decoding", "output_ratio"]
 
 #: The length penalties tried, and the beam size.
-ALPHAS, BEAM = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0), 4
+ALPHAS, BEAM = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0, 2.5, 3.0), 4
 #: B of the longest output A × source + B, and the most validation pairs decoded to choose.
 EXTRA, SENTENCES = 10, 500
 
