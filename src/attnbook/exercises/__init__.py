@@ -92,8 +92,26 @@ class CheckResult:
 
 
 def _short(value: Any, limit: int = 300) -> str:
-    text = repr(value)
+    text = _repr_at_digits(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _repr_at_digits(value: Any) -> str:
+    """``repr``, with a floating-point tensor printed at :data:`DIGITS` significant digits (or fewer).
+
+    PyTorch prints five by default in scientific notation, and the fifth of a float32 result is
+    not the same on every CPU; a checker's message lands in a notebook's stored output.
+    """
+    if _as_tensor_like(value) != "torch" or not value.is_floating_point():
+        return repr(value)
+    from torch._tensor_str import PRINT_OPTS
+
+    saved = PRINT_OPTS.precision
+    PRINT_OPTS.precision = DIGITS - 1
+    try:
+        return repr(value)
+    finally:
+        PRINT_OPTS.precision = saved
 
 
 #: Significant digits of a number in a checker's message: enough to tell a mistake from the answer, too few to
