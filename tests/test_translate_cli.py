@@ -703,6 +703,40 @@ def test_resume_continues_exactly(tmp_path, capsys):
     capsys.readouterr()
 
 
+def dropout_of(folder: Path) -> tuple[float, list[dict]]:
+    """The dropout a run's checkpoint carries on with, and the log's dropout events."""
+    events = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
+    state = read_checkpoint(folder / "checkpoint.pt")["extra"]["train_state"]
+    return state["dropout"], [e for e in events if e["event"] == "dropout"]
+
+
+def test_dropout_auto_turns_on_when_the_budget_allows_many_epochs(tmp_path, capsys):
+    from attnbook.translate.settings import AUTO_DROPOUT, AUTO_DROPOUT_EPOCHS
+
+    pairs = write_anki(tmp_path / "fra.txt", en_fr_rows(120))
+    common = ["--pairs", pairs, "--src", "en", "--tgt", "fr", *TINY]
+    status, out, err = run(["train", *common, "--out", tmp_path / "long", "--epochs", AUTO_DROPOUT_EPOCHS], capsys)
+    assert status == 0, err
+    assert f"passes over the training pairs: dropout {AUTO_DROPOUT:g}" in out
+    dropout, events = dropout_of(tmp_path / "long")
+    assert dropout == AUTO_DROPOUT and [e["dropout"] for e in events] == [AUTO_DROPOUT]
+    assert json.loads((tmp_path / "long" / "config.json").read_text())["settings"]["dropout"] == "auto"
+
+    status, out, err = run(["train", *common, "--out", tmp_path / "short", "--epochs", AUTO_DROPOUT_EPOCHS - 1], capsys)
+    assert status == 0 and "dropout 0 (--dropout auto turns it on from" in out, err
+    assert dropout_of(tmp_path / "short")[0] == 0.0
+    # a step budget counts in epochs too; a number given on the command line is kept as it is
+    status, out, err = run(["train", *common, "--out", tmp_path / "steps", "--steps", 2], capsys)
+    assert status == 0 and dropout_of(tmp_path / "steps")[0] == 0.0, err
+    status, out, err = run(["train", *common, "--out", tmp_path / "fixed", "--epochs", AUTO_DROPOUT_EPOCHS, "--dropout", "0.05"], capsys)
+    assert status == 0 and dropout_of(tmp_path / "fixed") == (0.05, []), err
+    with pytest.raises(SystemExit) as stopped:  # argparse's own error: the usage, then the complaint
+        run(["train", *common, "--out", tmp_path / "bad", "--dropout", "some"], capsys)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "argument --dropout: expected auto or a number in [0, 1), got 'some'" in err
+    assert not (tmp_path / "bad").exists()
+
+
 def test_checkpoint_writes_are_atomic(tmp_path, monkeypatch):
     from attnbook.rnn import Seq2Seq, Seq2SeqConfig
 

@@ -1,19 +1,20 @@
-"""Why the command line trains without dropout by default: a recorded run (not a timed test).
+"""Why ``--dropout auto`` leaves dropout off for short runs: a recorded run (not a timed test).
 
-``attnbook-translate train`` leaves dropout off unless ``--dropout`` is given.
+``attnbook-translate train --dropout auto`` (the default) turns dropout on only
+when the budget allows many passes over the training pairs.
 A run of a few minutes on a CPU sees its pairs about once, and there dropout,
 which exists to keep a model from learning its training pairs by heart, only
 slows learning. This script shows it with the command line itself: it writes
 20,000 of the course's generated English-French pairs (natural lengths) as a
 tab-separated file, trains the default model on them for one epoch with
-``--dropout 0`` (the default) and with ``--dropout 0.1`` (the paper's), the
+``--dropout 0`` (what ``auto`` chooses for one epoch) and with ``--dropout 0.1`` (the paper's), the
 two runs side by side on one thread each, and scores both on the held-out test
 pairs with greedy decoding (``evaluate --beam 1``). A budget of one epoch,
 not of minutes, makes the runs the same on a fast machine and a slow one.
 About four minutes of CPU; the record says on which machine.
 
-The other regime, many passes over few pairs, is chapter 8's: there dropout
-pays.
+The other regime, many passes over few pairs, is chapter 8's and that of
+``translate_real.py`` on Tatoeba's English-Chinese pairs: there dropout pays.
 
     PYTHONPATH=src .venv/bin/python tests/benchmarks/translate_dropout.py --record book/results/translate_dropout.json
 """

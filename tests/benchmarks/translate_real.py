@@ -7,8 +7,8 @@ For each direction (a Tatoeba/Anki pairs file and two languages), the script
    direction names a test file of its own (``FILE:SRC:TGT[:reverse][:TEST]``);
 2. trains ours as a user would: ``attnbook-translate train`` on the rest, for
    ``--minutes``, with ``--threads`` CPU threads, everything else at its
-   defaults (subwords, the decoding chosen on the validation pairs, the
-   averaged weights when better); the wall time of the whole command,
+   defaults (subwords, dropout as the budget allows, the decoding chosen on
+   the validation pairs, the averaged weights when better); the wall time of the whole command,
    choosing the decoding included, is what d2l gets;
 3. scores it with ``attnbook-translate evaluate --test`` three ways: the
    decoding the run chose, greedy, and the old default (beam 4, α 0.6, at
@@ -127,6 +127,7 @@ def ours(direction: dict, train: Path, test: Path, work: Path, minutes: float, t
     events = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     result["epochs"] = [{k: e[k] for k in ("epoch", "train_loss", "valid_loss", "seconds")} for e in events if e["event"] == "epoch"]
     result["average"] = next((e for e in events if e["event"] == "average"), None)
+    result["dropout"] = [{k: v for k, v in e.items() if k not in ("event", "time")} for e in events if e["event"] == "dropout"]
     result["chosen_decoding"] = json.loads((run / "decoding.json").read_text())
     config = json.loads((run / "config.json").read_text())
     result["split_sizes"], result["tokens"], result["settings"] = config["split_sizes"], config["tokens"], config["settings"]

@@ -49,6 +49,8 @@ _FIXED = {
 def model_config(settings: RunSettings, src_size: int, tgt_size: int) -> dict:
     """The model's configuration (the fields of its config dataclass) from the run's settings."""
     values = {name: getattr(settings, setting) for name, setting in MODEL_FIELDS[settings.arch].items()}
+    if values.get("dropout") == "auto":
+        values["dropout"] = 0.0  # the training session decides, once it knows how many epochs the budget allows
     return {"src_vocab_size": src_size, "tgt_vocab_size": tgt_size, **values, **_FIXED[settings.arch]}
 
 

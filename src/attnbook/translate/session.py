@@ -35,7 +35,7 @@ from .console import PROGRAM, CommandError, Console, format_duration
 from .control import Interrupted, Position, Signals, Tracker
 from .model import build_model
 from .run_folder import BEST_FILE, CHECKPOINT_FILE, LOG_FILE, TrainingLog, best_valid_loss, one_line
-from .settings import Budget, RunSettings
+from .settings import AUTO_DROPOUT, AUTO_DROPOUT_EPOCHS, Budget, RunSettings
 from .tokens import RunTokens
 
 __all__ = ["PreparedRun", "TrainingSession", "PROBE_STEPS", "WARMUP_SHARE"]
@@ -43,6 +43,7 @@ __all__ = ["PreparedRun", "TrainingSession", "PROBE_STEPS", "WARMUP_SHARE"]
 #: A run with a budget in minutes times its first steps, then shortens its warm-up to at most this share of
 #: the steps the budget allows: the warm-up that suits a fast machine would take a slow one's whole budget.
 PROBE_STEPS, WARMUP_SHARE = 20, 0.1
+AUTO = "auto"
 
 
 @dataclass
@@ -90,7 +91,12 @@ class TrainingSession:
         self.best_loss = best_valid_loss(out) if run.state is not None else math.inf
         self.signals = Signals(console)
         self.recent: deque = deque(maxlen=s.average)  # (epoch, weights) at the end of the last epochs
-        self.set_dropout((run.state or {}).get("dropout", s.dropout))
+        if run.state is not None:
+            self.set_dropout(run.state.get("dropout", 0.0 if s.dropout == AUTO else s.dropout))
+        elif s.dropout != AUTO:
+            self.set_dropout(s.dropout)
+        else:
+            self.set_dropout(0.0)  # until the budget is known: see choose_dropout
 
     def _build_model(self) -> None:
         s, state, cluster = self.settings, self.prepared.state, self.cluster
@@ -187,6 +193,8 @@ class TrainingSession:
             device=cluster.device.type,
             position=position,
         )
+        if s.dropout == AUTO and not resumed and not self.budget.minutes:  # with minutes: after the first steps
+            self.choose_dropout(self._epochs_allowed(math.inf))
         epochs_left = min(self.budget.epochs - position["epoch"], 10**6) if self.budget.epochs else 10**6
         try:
             with self.signals:
@@ -237,10 +245,12 @@ class TrainingSession:
         tracker.show(info.loss, self.console)
         tracker.stopping = tracker.stopping or want_stop
         if self.budget.minutes and self.prepared.state is None and tracker.step_count == PROBE_STEPS:
-            self.fit_warmup()
+            allowed = self.fit_warmup()
+            if self.settings.dropout == AUTO:
+                self.choose_dropout(self._epochs_allowed(allowed))
         return want_stop
 
-    def fit_warmup(self) -> None:
+    def fit_warmup(self) -> float:
         """Shorten the warm-up to at most :data:`WARMUP_SHARE` of the steps the time budget allows, at this speed.
 
         Measured on the first process after :data:`PROBE_STEPS` steps and shared, so that
@@ -251,7 +261,7 @@ class TrainingSession:
         per_step = (time.monotonic() - tracker.start) / PROBE_STEPS
         allowed = self.budget.minutes * 60 / max(per_step, 1e-9)
         fitted = max(PROBE_STEPS, int(WARMUP_SHARE * allowed)) if first else 0
-        fitted = int(self.cluster.all_sum([float(fitted)])[0])
+        fitted, allowed = (int(v) for v in self.cluster.all_sum([float(fitted), allowed if first else 0.0]))
         if fitted < self.scheduler.warmup:
             self.log.write(event="warmup", steps_allowed=allowed, warmup=fitted, was=self.scheduler.warmup)
             self.console.say(
@@ -259,6 +269,29 @@ class TrainingSession:
                 f"warm-up shortened from {self.scheduler.warmup} to {fitted} steps"
             )
             self.scheduler.warmup = fitted
+        return allowed
+
+    def _epochs_allowed(self, steps_in_time: float) -> float:
+        """How many passes over the training pairs the budget allows: its epochs, or its steps or time at this speed."""
+        steps = min(steps_in_time, self.budget.steps or math.inf)
+        return min(self.budget.epochs or math.inf, steps / self.steps_per_epoch)
+
+    def choose_dropout(self, epochs: float) -> None:
+        """``--dropout auto``: :data:`AUTO_DROPOUT` when the budget allows :data:`AUTO_DROPOUT_EPOCHS` epochs or more.
+
+        One pass over the pairs is too few for dropout to pay (it slows
+        learning); many passes over a small file teach a model without it its
+        training pairs by heart. The choice is logged and saved with each
+        checkpoint, so a resumed run keeps it.
+        """
+        chosen = AUTO_DROPOUT if epochs >= AUTO_DROPOUT_EPOCHS else 0.0
+        self.set_dropout(chosen)
+        self.log.write(event="dropout", reason="auto", epochs_allowed=min(epochs, 1e9), dropout=chosen)
+        shown = "no limit" if math.isinf(epochs) else f"about {epochs:,.1f}"
+        self.console.say(
+            f"the budget allows {shown} passes over the training pairs: dropout {chosen:g}"
+            + ("" if chosen else f" (--dropout auto turns it on from {AUTO_DROPOUT_EPOCHS})")
+        )
 
     def on_epoch(self, epoch_log: EpochLog) -> bool:
         """After every epoch: the checkpoint, the log, ``best.pt`` if this is the best epoch, one line."""

@@ -29,6 +29,8 @@ from .console import CommandError
 
 __all__ = [
     "Option",
+    "AUTO_DROPOUT",
+    "AUTO_DROPOUT_EPOCHS",
     "setting",
     "RunSettings",
     "Budget",
@@ -40,11 +42,12 @@ __all__ = [
     "option_name",
 ]
 
-#: Dropout is off by default: over one pass of the data it only slows learning down (the recorded run,
-#: book/results/translate_dropout.json, scores held-out pairs with and without it); it pays in long runs over
-#: small files, where a model would otherwise learn its training pairs by heart (see --late-dropout).
-#: It pays in long runs over small files, where a model learns its training pairs by heart.
-DROPOUT_NOTE = "0.1, the paper's, pays in long runs over small files"
+#: ``--dropout auto`` (the default): 0.1, the paper's, when the budget allows at least this many passes over the
+#: training pairs, else none. Over one pass dropout only slows learning down (book/results/translate_dropout.json
+#: scores held-out pairs with and without it); over many passes of a small file it keeps the model from learning
+#: its training pairs by heart (book/results/translator_real.json).
+AUTO_DROPOUT, AUTO_DROPOUT_EPOCHS = 0.1, 6
+DROPOUT_NOTE = f"auto: {AUTO_DROPOUT:g} when the budget allows {AUTO_DROPOUT_EPOCHS} or more epochs, else 0"
 
 MODELS, DTYPES = ("transformer", "rnn"), ("float32", "float64")
 #: What a run reads and writes: subword pieces (SentencePiece) or chapter 1's words; one subword model or two.
@@ -67,6 +70,16 @@ def not_negative(why: str = "") -> Rule:
 
 def probability(v: float) -> str | None:
     return None if 0 <= v < 1 else f"must be in [0, 1), got {v:g}"
+
+
+def dropout_value(text: str) -> float | str:
+    """``--dropout``: ``auto`` or a number."""
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto or a number in [0, 1), got {text!r}") from None
 
 
 @dataclass(frozen=True)
@@ -107,7 +120,13 @@ class RunSettings:
     num_heads: int = setting(4, "attention heads", group="model", metavar="H")
     num_layers: int = setting(2, "encoder and decoder layers", group="model", metavar="L")
     d_ff: int = setting(1024, "feed-forward width", group="model", metavar="F")
-    dropout: float = setting(0.0, f"dropout; {DROPOUT_NOTE}", group="model", metavar="P")
+    dropout: float | str = setting(
+        "auto",
+        f"dropout on the sublayers' outputs and the embeddings ({DROPOUT_NOTE})",
+        group="model",
+        metavar="P",
+        kind=dropout_value,  # a number's rule is the model's (a probability)
+    )
     late_dropout: float = setting(
         0.0,
         "dropout from the first epoch whose validation loss is not the lowest so far (0: never)",
