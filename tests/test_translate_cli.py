@@ -726,8 +726,11 @@ def test_dropout_auto_turns_on_when_the_budget_allows_many_epochs(tmp_path, caps
     assert status == 0 and "dropout 0 (--dropout auto turns it on from" in out, err
     assert dropout_of(tmp_path / "short")[0] == 0.0
     # a step budget counts in epochs too; a number given on the command line is kept as it is
+    steps_per_epoch = read_checkpoint(tmp_path / "long" / "checkpoint.pt")["extra"]["train_state"]["position"]["step"]
+    steps_per_epoch //= AUTO_DROPOUT_EPOCHS
     status, out, err = run(["train", *common, "--out", tmp_path / "steps", "--steps", 2], capsys)
-    assert status == 0 and dropout_of(tmp_path / "steps")[0] == 0.0, err
+    dropout, events = dropout_of(tmp_path / "steps")
+    assert status == 0 and dropout == 0.0 and events[0]["epochs_allowed"] == pytest.approx(2 / steps_per_epoch), err
     status, out, err = run(["train", *common, "--out", tmp_path / "fixed", "--epochs", AUTO_DROPOUT_EPOCHS, "--dropout", "0.05"], capsys)
     assert status == 0 and dropout_of(tmp_path / "fixed") == (0.05, []), err
     with pytest.raises(SystemExit) as stopped:  # argparse's own error: the usage, then the complaint

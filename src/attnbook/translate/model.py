@@ -18,7 +18,7 @@ from ..decode import EXTRA_OUTPUT_TOKENS
 from ..rnn import Seq2Seq, Seq2SeqConfig
 from ..transformer import Transformer, TransformerConfig
 from .console import CommandError
-from .settings import RunSettings, flag
+from .settings import AUTO, RunSettings, flag
 
 __all__ = ["MAX_POSITIONS", "MODEL_FIELDS", "model_config", "build_model", "check_model_settings"]
 
@@ -49,7 +49,7 @@ _FIXED = {
 def model_config(settings: RunSettings, src_size: int, tgt_size: int) -> dict:
     """The model's configuration (the fields of its config dataclass) from the run's settings."""
     values = {name: getattr(settings, setting) for name, setting in MODEL_FIELDS[settings.arch].items()}
-    if values.get("dropout") == "auto":
+    if values.get("dropout") == AUTO:
         values["dropout"] = 0.0  # the training session decides, once it knows how many epochs the budget allows
     return {"src_vocab_size": src_size, "tgt_vocab_size": tgt_size, **values, **_FIXED[settings.arch]}
 

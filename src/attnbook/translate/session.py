@@ -35,7 +35,7 @@ from .console import PROGRAM, CommandError, Console, format_duration
 from .control import Interrupted, Position, Signals, Tracker
 from .model import build_model
 from .run_folder import BEST_FILE, CHECKPOINT_FILE, LOG_FILE, TrainingLog, best_valid_loss, one_line
-from .settings import AUTO_DROPOUT, AUTO_DROPOUT_EPOCHS, Budget, RunSettings
+from .settings import AUTO, AUTO_DROPOUT, AUTO_DROPOUT_EPOCHS, Budget, RunSettings
 from .tokens import RunTokens
 
 __all__ = ["PreparedRun", "TrainingSession", "PROBE_STEPS", "WARMUP_SHARE"]
@@ -43,7 +43,6 @@ __all__ = ["PreparedRun", "TrainingSession", "PROBE_STEPS", "WARMUP_SHARE"]
 #: A run with a budget in minutes times its first steps, then shortens its warm-up to at most this share of
 #: the steps the budget allows: the warm-up that suits a fast machine would take a slow one's whole budget.
 PROBE_STEPS, WARMUP_SHARE = 20, 0.1
-AUTO = "auto"
 
 
 @dataclass
@@ -91,12 +90,8 @@ class TrainingSession:
         self.best_loss = best_valid_loss(out) if run.state is not None else math.inf
         self.signals = Signals(console)
         self.recent: deque = deque(maxlen=s.average)  # (epoch, weights) at the end of the last epochs
-        if run.state is not None:
-            self.set_dropout(run.state.get("dropout", 0.0 if s.dropout == AUTO else s.dropout))
-        elif s.dropout != AUTO:
-            self.set_dropout(s.dropout)
-        else:
-            self.set_dropout(0.0)  # until the budget is known: see choose_dropout
+        stored = (run.state or {}).get("dropout", s.dropout)
+        self.set_dropout(0.0 if stored == AUTO else stored)  # auto: none until the budget is known (choose_dropout)
 
     def _build_model(self) -> None:
         s, state, cluster = self.settings, self.prepared.state, self.cluster

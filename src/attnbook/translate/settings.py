@@ -29,6 +29,7 @@ from .console import CommandError
 
 __all__ = [
     "Option",
+    "AUTO",
     "AUTO_DROPOUT",
     "AUTO_DROPOUT_EPOCHS",
     "setting",
@@ -46,7 +47,7 @@ __all__ = [
 #: training pairs, else none. Over one pass dropout only slows learning down (book/results/translate_dropout.json
 #: scores held-out pairs with and without it); over many passes of a small file it keeps the model from learning
 #: its training pairs by heart (book/results/translator_real.json).
-AUTO_DROPOUT, AUTO_DROPOUT_EPOCHS = 0.1, 6
+AUTO, AUTO_DROPOUT, AUTO_DROPOUT_EPOCHS = "auto", 0.1, 6
 DROPOUT_NOTE = f"auto: {AUTO_DROPOUT:g} when the budget allows {AUTO_DROPOUT_EPOCHS} or more epochs, else 0"
 
 MODELS, DTYPES = ("transformer", "rnn"), ("float32", "float64")
@@ -74,8 +75,8 @@ def probability(v: float) -> str | None:
 
 def dropout_value(text: str) -> float | str:
     """``--dropout``: ``auto`` or a number."""
-    if text == "auto":
-        return text
+    if text == AUTO:
+        return AUTO
     try:
         return float(text)
     except ValueError:
@@ -121,7 +122,7 @@ class RunSettings:
     num_layers: int = setting(2, "encoder and decoder layers", group="model", metavar="L")
     d_ff: int = setting(1024, "feed-forward width", group="model", metavar="F")
     dropout: float | str = setting(
-        "auto",
+        AUTO,
         f"dropout on the sublayers' outputs and the embeddings ({DROPOUT_NOTE})",
         group="model",
         metavar="P",
