@@ -177,6 +177,29 @@ def test_noam_schedule_sets_the_rate_of_every_optimizer_step():
     assert isinstance(sched, torch.optim.lr_scheduler.LRScheduler)
 
 
+def test_shortening_the_warm_up_keeps_the_peak_and_applies_to_the_coming_step():
+    w = torch.nn.Parameter(torch.zeros(3))
+    opt = torch.optim.Adam([w], lr=1.0)
+    sched = NoamSchedule(opt, d_model=16, warmup=400, factor=0.5)
+    peak = noam_lr(400, 16, 400, 0.5)
+    for _ in range(3):  # steps 1, 2, 3 on the long warm-up
+        w.grad = torch.ones(3)
+        opt.step()
+        sched.step()
+    sched.shorten_warmup(10)
+    seen = []
+    for _ in range(20):  # steps 4 ... 23 on the short one
+        seen.append(opt.param_groups[0]["lr"])
+        w.grad = torch.ones(3)
+        opt.step()
+        sched.step()
+    expected = [peak * min(s / 10, (10 / s) ** 0.5) for s in range(4, 24)]
+    assert seen == pytest.approx(expected, rel=1e-12) and max(seen) == pytest.approx(peak, rel=1e-12)
+    for bad in (0, 401, 2.5, True):
+        with pytest.raises(ValueError, match=r"warmup must be an int in \[1, 400\]"):
+            NoamSchedule(torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))]), d_model=16, warmup=400).shorten_warmup(bad)
+
+
 def test_noam_schedule_errors():
     opt = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])
     with pytest.raises(ValueError, match="d_model must be an int >= 1"):

@@ -740,6 +740,31 @@ def test_dropout_auto_turns_on_when_the_budget_allows_many_epochs(tmp_path, caps
     assert not (tmp_path / "bad").exists()
 
 
+def test_a_shortened_warm_up_keeps_the_peak_learning_rate(tmp_path, capsys):
+    # A warm-up far longer than the budget's steps: the run shortens it after its first steps, and the rate still
+    # peaks where the configured schedule would, factor / sqrt(d_model * warmup), not higher.
+    from attnbook.translate.session import PROBE_STEPS
+    from attnbook.translate.settings import RunSettings
+
+    pairs = write_anki(tmp_path / "fra.txt", en_fr_rows(120))
+    out_dir, warmup, d_model = tmp_path / "run", 100_000, 16
+    argv = ["--pairs", pairs, "--src", "en", "--tgt", "fr", *TINY, "--warmup", warmup, "--minutes", 0.1, "--log-every", 1]
+    status, out, err = run(["train", *argv, "--out", out_dir], capsys)
+    assert status == 0, err
+    events = [json.loads(line) for line in (out_dir / "log.jsonl").read_text().splitlines()]
+    (fitted,) = [e for e in events if e["event"] == "warmup"]
+    peak = RunSettings().lr_factor / (d_model * warmup) ** 0.5
+    assert fitted["was"] == warmup and fitted["warmup"] < warmup and fitted["peak_lr"] == pytest.approx(peak)
+    assert f"warm-up shortened from {warmup:,} to" in out or f"warm-up shortened from {warmup} to" in out
+    # logged after step s: the rate of step s + 1; from the change on (after the first 20 steps), the new curve
+    rates = {e["step"] + 1: e["lr"] for e in events if e["event"] == "step"}
+    w, changed = fitted["warmup"], PROBE_STEPS + 1  # the log of step PROBE_STEPS is written before the change
+    assert max(rates) > max(w, changed) + 5, "the run should outlast its shortened warm-up"
+    expected = {s: peak * min(s / w, (w / s) ** 0.5) for s in rates if s > changed}
+    assert {s: rates[s] for s in expected} == pytest.approx(expected, rel=1e-6)
+    assert max(rates.values()) <= peak * (1 + 1e-6)
+
+
 def test_checkpoint_writes_are_atomic(tmp_path, monkeypatch):
     from attnbook.rnn import Seq2Seq, Seq2SeqConfig
 

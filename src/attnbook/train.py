@@ -35,6 +35,7 @@ leaves the previous file) and read with ``weights_only=True``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -228,6 +229,20 @@ class NoamSchedule(torch.optim.lr_scheduler.LRScheduler):
         return [lr for _ in self.optimizer.param_groups]
 
     _get_closed_form_lr = get_lr
+
+    def shorten_warmup(self, warmup: int) -> None:
+        """Reach the same peak rate after ``warmup`` steps instead: the factor shrinks with the warm-up's square root.
+
+        The peak is ``factor / sqrt(d_model * warmup)``; keeping the factor would
+        raise it. The coming step already uses the new curve.
+        """
+        if isinstance(warmup, bool) or not isinstance(warmup, int) or not 1 <= warmup <= self.warmup:
+            raise ValueError(f"warmup must be an int in [1, {self.warmup}] (the current warm-up), got {warmup!r}")
+        self.factor *= math.sqrt(warmup / self.warmup)
+        self.warmup = warmup
+        self._last_lr = self.get_lr()
+        for group, lr in zip(self.optimizer.param_groups, self._last_lr):
+            group["lr"] = lr
 
 
 def paper_optimizer(

@@ -27,6 +27,10 @@ For each direction (a Tatoeba/Anki pairs file and two languages), the script
    Chinese) and records BLEU, chrF and the brevity penalty, and the target:
    ours at least twice d2l's BLEU.
 
+With ``--d2l-from JSON`` d2l's result is taken from an earlier report of this
+script when that report measured the same split on a machine like this one
+for as long (within 5%); d2l's recipe does not change between runs of ours.
+
 Directions run one after the other, the two systems too, so that they never
 share the cores; the load averages before and after are recorded (other work
 on the machine slows both alike only if it is steady). It writes
@@ -220,6 +224,33 @@ def d2l_worker(args: argparse.Namespace) -> int:
 # --- main ---------------------------------------------------------------------------------------------
 
 
+def recorded_d2l(paths: list[str], name: str, n_train: int, n_test: int, seconds: float, threads: int) -> dict | None:
+    """d2l's result for this direction from an earlier report of this script, when it measured the same thing.
+
+    A report (``tests/benchmarks/results/translate_real.json``, or a file of such reports under ``"runs"``, as
+    ``book/results/translator_real.json``) counts only if it was made on a machine like this one (processor,
+    threads, torch), with as many threads, on the same split (the direction, the pairs to train on and to test),
+    and for a time within 5% of this run's. d2l's recipe does not change, so its run need not be repeated.
+    """
+    from _report import machine
+
+    here = machine()
+    for path in paths:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+        for report in record["runs"].values() if "runs" in record else [record]:
+            if any(report["machine"].get(k) != here.get(k) for k in ("cpu", "logical_cpus", "torch", "cpu_capability")):
+                continue
+            if report["figures"]["threads"] != threads:
+                continue
+            for earlier in report["figures"]["directions"]:
+                theirs = earlier["d2l"]
+                if (earlier["direction"], earlier["train_file_pairs"], earlier["test_pairs"]) != (name, n_train, n_test):
+                    continue
+                if abs(theirs["train_seconds"] - seconds) <= 0.05 * seconds:
+                    return {**theirs, "recorded": {"file": Path(path).name, "started": report["started"]}}
+    return None
+
+
 def generated_stand_in(work: Path) -> str:
     from attnbook.data import generate_pairs
 
@@ -235,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="CPU threads of each system (default 2)")
     parser.add_argument("--test-pairs", type=int, default=1000, help="pairs held out for the test (default 1000)")
     parser.add_argument("--work", help="keep the runs in this folder (default: a temporary one)")
+    parser.add_argument("--d2l-from", action="append", default=[], metavar="JSON", help="reuse d2l's result from an earlier report of this script when it measured the same split on this machine for as long (repeat)")
     parser.add_argument("--d2l-worker", help=argparse.SUPPRESS)
     parser.add_argument("--test-file", help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
@@ -256,7 +288,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {n_train:,} pairs to train on, {n_test:,} held out; ours for {args.minutes:g} minutes ...", flush=True)
             mine = ours(direction, train, test, work, args.minutes, args.threads)
             print(f"  ours: {mine['train_seconds']:.0f} s in all; d2l for as long ...", flush=True)
-            theirs = d2l(direction, train, test, work, mine["train_seconds"], args.threads)
+            theirs = recorded_d2l(args.d2l_from, name, n_train, n_test, mine["train_seconds"], args.threads)
+            if theirs:
+                print(f"  d2l: recorded in {theirs['recorded']['file']} on {theirs['recorded']['started']}", flush=True)
+            else:
+                theirs = d2l(direction, train, test, work, mine["train_seconds"], args.threads)
             ratio = mine["decodings"]["chosen"]["scores"]["bleu"] / max(theirs["scores"]["bleu"], 1e-9)
             results.append({"direction": name, "file_pairs": n_train + n_test if not direction["test"] else n_train, "train_file_pairs": n_train, "test_pairs": n_test, "ours": mine, "d2l": theirs, "bleu_ratio": ratio})
             table = {way: {m: round(d["scores"][m], 3) for m in ("bleu", "chrf", "brevity_penalty")} for way, d in mine["decodings"].items()}

@@ -28,7 +28,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..attention import MultiHeadAttention
 from ..data import Batch, BucketBatchSampler, Pair, PairDataset, Vocab, collate
-from ..train import EpochLog, TrainStep, evaluate, load_checkpoint, paper_optimizer, save_checkpoint, train
+from ..train import EpochLog, TrainStep, evaluate, load_checkpoint, noam_lr, paper_optimizer, save_checkpoint, train
 from ..transformer import PositionwiseFFN
 from .cluster import Cluster
 from .console import PROGRAM, CommandError, Console, format_duration
@@ -257,13 +257,17 @@ class TrainingSession:
         allowed = self.budget.minutes * 60 / max(per_step, 1e-9)
         fitted = max(PROBE_STEPS, int(WARMUP_SHARE * allowed)) if first else 0
         fitted, allowed = (int(v) for v in self.cluster.all_sum([float(fitted), allowed if first else 0.0]))
-        if fitted < self.scheduler.warmup:
-            self.log.write(event="warmup", steps_allowed=allowed, warmup=fitted, was=self.scheduler.warmup)
+        schedule = self.scheduler
+        if fitted < schedule.warmup:
+            # The same peak, reached sooner. (Keeping the factor would raise the peak, and on small batches a peak
+            # a few times too high costs most of what a short run learns: book/results/translator_real.json.)
+            peak = noam_lr(schedule.warmup, schedule.d_model, schedule.warmup, schedule.factor)
+            self.log.write(event="warmup", steps_allowed=allowed, warmup=fitted, was=schedule.warmup, peak_lr=peak)
             self.console.say(
                 f"at {per_step:.2f} s a step, the budget allows about {allowed:,.0f} steps: "
-                f"warm-up shortened from {self.scheduler.warmup} to {fitted} steps"
+                f"warm-up shortened from {schedule.warmup} to {fitted} steps (the same peak rate, {peak:.2g})"
             )
-            self.scheduler.warmup = fitted
+            schedule.shorten_warmup(fitted)
         return allowed
 
     def _epochs_allowed(self, steps_in_time: float) -> float:

@@ -148,7 +148,12 @@ class RunSettings:
         200, "warm-up steps of the learning-rate schedule", group="training", metavar="W", rule=at_least(1)
     )
     lr_factor: float = setting(
-        0.7, "multiplies the schedule's learning rate (the paper: 1)", group="training", metavar="X", rule=above(0)
+        0.45,
+        "multiplies the schedule's learning rate (the paper: 1); the peak is X / sqrt(d_model * warmup), "
+        "0.002 by default",
+        group="training",
+        metavar="X",
+        rule=above(0),
     )
     label_smoothing: float = setting(0.1, "label smoothing", group="training", metavar="E", rule=probability)
     clip: float = setting(
