@@ -52,6 +52,7 @@ __all__ = [
     "smoothed_targets",
     "NoamSchedule",
     "noam_lr",
+    "shorten_warmup",
     "paper_optimizer",
     "evaluate",
     "EpochLog",
@@ -230,19 +231,20 @@ class NoamSchedule(torch.optim.lr_scheduler.LRScheduler):
 
     _get_closed_form_lr = get_lr
 
-    def shorten_warmup(self, warmup: int) -> None:
-        """Reach the same peak rate after ``warmup`` steps instead: the factor shrinks with the warm-up's square root.
 
-        The peak is ``factor / sqrt(d_model * warmup)``; keeping the factor would
-        raise it. The coming step already uses the new curve.
-        """
-        if isinstance(warmup, bool) or not isinstance(warmup, int) or not 1 <= warmup <= self.warmup:
-            raise ValueError(f"warmup must be an int in [1, {self.warmup}] (the current warm-up), got {warmup!r}")
-        self.factor *= math.sqrt(warmup / self.warmup)
-        self.warmup = warmup
-        self._last_lr = self.get_lr()
-        for group, lr in zip(self.optimizer.param_groups, self._last_lr):
-            group["lr"] = lr
+def shorten_warmup(schedule: NoamSchedule, warmup: int) -> None:
+    """Make ``schedule`` reach its peak rate after ``warmup`` steps instead: its factor shrinks with the warm-up's square root.
+
+    The peak is ``factor / sqrt(d_model * warmup)``; keeping the factor would
+    raise it. The coming optimizer step already uses the new curve.
+    """
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or not 1 <= warmup <= schedule.warmup:
+        raise ValueError(f"warmup must be an int in [1, {schedule.warmup}] (the current warm-up), got {warmup!r}")
+    schedule.factor *= math.sqrt(warmup / schedule.warmup)
+    schedule.warmup = warmup
+    schedule._last_lr = schedule.get_lr()
+    for group, lr in zip(schedule.optimizer.param_groups, schedule._last_lr):
+        group["lr"] = lr
 
 
 def paper_optimizer(

@@ -28,7 +28,17 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..attention import MultiHeadAttention
 from ..data import Batch, BucketBatchSampler, Pair, PairDataset, Vocab, collate
-from ..train import EpochLog, TrainStep, evaluate, load_checkpoint, noam_lr, paper_optimizer, save_checkpoint, train
+from ..train import (
+    EpochLog,
+    TrainStep,
+    evaluate,
+    load_checkpoint,
+    noam_lr,
+    paper_optimizer,
+    save_checkpoint,
+    shorten_warmup,
+    train,
+)
 from ..transformer import PositionwiseFFN
 from .cluster import Cluster
 from .console import PROGRAM, CommandError, Console, format_duration
@@ -267,7 +277,7 @@ class TrainingSession:
                 f"at {per_step:.2f} s a step, the budget allows about {allowed:,.0f} steps: "
                 f"warm-up shortened from {schedule.warmup} to {fitted} steps (the same peak rate, {peak:.2g})"
             )
-            schedule.shorten_warmup(fitted)
+            shorten_warmup(schedule, fitted)
         return allowed
 
     def _epochs_allowed(self, steps_in_time: float) -> float:
