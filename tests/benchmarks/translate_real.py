@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="CPU threads of each system (default 2)")
     parser.add_argument("--test-pairs", type=int, default=1000, help="pairs held out for the test (default 1000)")
     parser.add_argument("--work", help="keep the runs in this folder (default: a temporary one)")
-    parser.add_argument("--d2l-from", action="append", default=[], metavar="JSON", help="reuse d2l's result from an earlier report of this script when it measured the same split on this machine for as long (repeat)")
+    parser.add_argument("--d2l-from", action="append", default=[], metavar="JSON", help="reuse d2l's result from an earlier report of this script that measured the same split for as long on a machine as fast (repeat)")
     parser.add_argument("--d2l-worker", help=argparse.SUPPRESS)
     parser.add_argument("--test-file", help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)

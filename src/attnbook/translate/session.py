@@ -270,7 +270,7 @@ class TrainingSession:
         schedule = self.scheduler
         if fitted < schedule.warmup:
             # The same peak, reached sooner. (Keeping the factor would raise the peak, and on small batches a peak
-            # a few times too high costs most of what a short run learns: book/results/translator_real.json.)
+            # about twice as high costs most of what a short run learns: book/results/translator_real.json.)
             peak = noam_lr(schedule.warmup, schedule.d_model, schedule.warmup, schedule.factor)
             self.log.write(event="warmup", steps_allowed=allowed, warmup=fitted, was=schedule.warmup, peak_lr=peak)
             self.console.say(
