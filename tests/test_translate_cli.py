@@ -31,6 +31,7 @@ from attnbook.data import BucketBatchSampler, Pair, generate_pairs, split_by_che
 from attnbook.metrics import bleu_tokenizer
 from attnbook.train import read_checkpoint, save_checkpoint
 from attnbook.translate.run_pairs import held_out_fraction, split_run_pairs
+from attnbook.translate.session import AVERAGE_SPAN
 from notebook_index import ROOT
 
 TINY = [
@@ -196,11 +197,16 @@ def test_train_writes_a_complete_run_folder(en_fr_run):
     best = read_checkpoint(en_fr_run / "best.pt")["extra"]  # weights_only=True inside
     lowest = min(epochs, key=lambda e: e["valid_loss"])
     assert [e["epoch"] for e in events if e["event"] == "best"][-1] == lowest["epoch"]
-    (average,) = [e for e in events if e["event"] == "average"]  # the weights of the two epochs, averaged
-    assert average["epochs"] == [1, 2] and average["best_valid_loss"] == lowest["valid_loss"]
+    (average,) = [e for e in events if e["event"] == "average"]  # the last snapshots of the weights, averaged
+    final, steps = state["position"]["step"], average["steps"]
+    every = max(1, round(final * AVERAGE_SPAN / 4))  # 5 snapshots (--average), the final weights the last
+    assert average["every"] == every
+    assert final > 5 * every and len(steps) == 5 and steps[-1] == final and 0 < final - steps[-2] <= every
+    assert [b - a for a, b in zip(steps, steps[1:-1])] == [every] * 3
+    assert average["best_valid_loss"] == lowest["valid_loss"]
     assert average["kept"] == (average["valid_loss"] < lowest["valid_loss"]) and "train_state" not in best
     kept = (2, average["valid_loss"]) if average["kept"] else (lowest["epoch"], lowest["valid_loss"])
-    assert (best["epoch"], best["valid_loss"]) == kept and (best.get("averaged") == [1, 2]) == average["kept"]
+    assert (best["epoch"], best["valid_loss"]) == kept and (best.get("averaged") == steps) == average["kept"]
 
 
 def test_the_weights_of_the_best_epoch_translate_and_a_damaged_best_file_is_not_the_end(en_fr_run, tmp_path, capsys):
@@ -763,6 +769,12 @@ def test_a_shortened_warm_up_keeps_the_peak_learning_rate(tmp_path, capsys):
     expected = {s: peak * min(s / w, (w / s) ** 0.5) for s in rates if s > changed}
     assert {s: rates[s] for s in expected} == pytest.approx(expected, rel=1e-6)
     assert max(rates.values()) <= peak * (1 + 1e-6)
+    # the snapshots averaged at the end span the last fifth (AVERAGE_SPAN) of the steps the budget was to allow
+    (average,) = [e for e in events if e["event"] == "average"]
+    every, steps = average["every"], average["steps"]
+    assert abs(every - max(1, round(fitted["steps_allowed"] * AVERAGE_SPAN / 4))) <= 1
+    assert steps[-1] == max(rates) - 1 and all(b - a == every for a, b in zip(steps, steps[1:-1]))
+    assert len(steps) == 5 and 0 < steps[-1] - steps[-2] <= every
 
 
 def test_checkpoint_writes_are_atomic(tmp_path, monkeypatch):

@@ -48,11 +48,15 @@ from .run_folder import BEST_FILE, CHECKPOINT_FILE, LOG_FILE, TrainingLog, best_
 from .settings import AUTO, AUTO_DROPOUT, AUTO_DROPOUT_EPOCHS, Budget, RunSettings
 from .tokens import RunTokens
 
-__all__ = ["PreparedRun", "TrainingSession", "PROBE_STEPS", "WARMUP_SHARE"]
+__all__ = ["PreparedRun", "TrainingSession", "PROBE_STEPS", "WARMUP_SHARE", "AVERAGE_SPAN"]
 
 #: A run with a budget in minutes times its first steps, then shortens its warm-up to at most this share of
 #: the steps the budget allows: the warm-up that suits a fast machine would take a slow one's whole budget.
 PROBE_STEPS, WARMUP_SHARE = 20, 0.1
+
+#: ``--average N`` averages N snapshots of the weights taken at equal intervals over this share of the
+#: session's last steps, the final weights the last of them (the paper averages its last checkpoints).
+AVERAGE_SPAN = 0.2
 
 
 @dataclass
@@ -99,7 +103,11 @@ class TrainingSession:
         self.tracker = Tracker(cluster, budget, self.position, self.steps_per_epoch, checkpoint_minutes)
         self.best_loss = best_valid_loss(out) if run.state is not None else math.inf
         self.signals = Signals(console)
-        self.recent: deque = deque(maxlen=s.average)  # (epoch, weights) at the end of the last epochs
+        self.recent: deque = deque(maxlen=s.average)  # (step, weights): the last snapshots
+        self.snapshot_every: int | None = None  # steps between snapshots, once the budget's steps are known
+        self.last_epoch = self.position["epoch"]
+        if not budget.minutes:
+            self.plan_snapshots(self.steps_allowed(None))
         stored = (run.state or {}).get("dropout", s.dropout)
         self.set_dropout(0.0 if stored == AUTO else stored)  # auto: none until the budget is known (choose_dropout)
 
@@ -227,7 +235,7 @@ class TrainingSession:
             )
             return 130
         reason = self.tracker.reason or history.stopped_by
-        self.average_last_epochs()
+        self.average_snapshots()
         self.log.write(event="end", stopped_by=reason, position=self.tracker.position())
         self.console.say(f"done ({reason}): {self.out / CHECKPOINT_FILE}; next: {PROGRAM} evaluate {self.out}")
         return 0
@@ -249,21 +257,47 @@ class TrainingSession:
             )
         tracker.show(info.loss, self.console)
         tracker.stopping = tracker.stopping or want_stop
-        if self.budget.minutes and self.prepared.state is None and tracker.step_count == PROBE_STEPS:
-            allowed = self.fit_warmup()
-            if self.settings.dropout == AUTO:
-                self.choose_dropout(self._epochs_allowed(allowed))
+        steps_done = tracker.step_count - self.position["step"]  # in this session
+        if self.budget.minutes and steps_done == PROBE_STEPS:
+            per_step = (time.monotonic() - tracker.start) / PROBE_STEPS
+            if self.prepared.state is None:
+                allowed = self.fit_warmup(per_step)
+                if self.settings.dropout == AUTO:
+                    self.choose_dropout(self._epochs_allowed(allowed))
+            self.plan_snapshots(self.steps_allowed(per_step))
+        if self.snapshot_every and steps_done % self.snapshot_every == 0 and self.cluster.is_first:
+            self.recent.append((tracker.step_count, self._weights()))
         return want_stop
 
-    def fit_warmup(self) -> float:
+    def steps_allowed(self, per_step: float | None) -> float:
+        """How many steps this session's budget allows: by its steps, its epochs, and its minutes at ``per_step`` s."""
+        budget, start = self.budget, self.position
+        limits = [math.inf]
+        if budget.steps:
+            limits.append(budget.steps - start["step"])
+        if budget.epochs:
+            limits.append((budget.epochs - start["epoch"]) * self.steps_per_epoch - start["step_in_epoch"])
+        if budget.minutes and per_step:
+            limits.append((budget.minutes * 60 - start["seconds"]) / max(per_step, 1e-9))
+        return min(limits)
+
+    def plan_snapshots(self, steps: float) -> None:
+        """Space ``--average`` snapshots so that they span :data:`AVERAGE_SPAN` of the session's ``steps``."""
+        if self.settings.average > 1 and math.isfinite(steps):
+            self.snapshot_every = max(1, round(steps * AVERAGE_SPAN / (self.settings.average - 1)))
+
+    def _weights(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+
+    def fit_warmup(self, per_step: float) -> float:
         """Shorten the warm-up to at most :data:`WARMUP_SHARE` of the steps the time budget allows, at this speed.
 
-        Measured on the first process after :data:`PROBE_STEPS` steps and shared, so that
-        every process keeps the same schedule; the schedule's state, saved with each
-        checkpoint, keeps the new warm-up when the run resumes.
+        ``per_step``, the seconds of each of the first :data:`PROBE_STEPS` steps, is
+        the first process's and shared, so that every process keeps the same schedule;
+        the schedule's state, saved with each checkpoint, keeps the new warm-up when
+        the run resumes. Returns the steps the budget allows.
         """
-        tracker, first = self.tracker, self.cluster.is_first
-        per_step = (time.monotonic() - tracker.start) / PROBE_STEPS
+        first = self.cluster.is_first
         allowed = self.budget.minutes * 60 / max(per_step, 1e-9)
         fitted = max(PROBE_STEPS, int(WARMUP_SHARE * allowed)) if first else 0
         fitted, allowed = (int(v) for v in self.cluster.all_sum([float(fitted), allowed if first else 0.0]))
@@ -309,6 +343,7 @@ class TrainingSession:
         position = self.tracker.end_epoch(complete)
         self.save(position, "epoch" if complete else "budget")
         epoch, valid_loss = self.position["epoch"] + epoch_log.epoch, epoch_log.valid_loss
+        self.last_epoch = epoch
         line = {
             "epoch": epoch,
             "complete": complete,
@@ -332,10 +367,6 @@ class TrainingSession:
                 self.out / BEST_FILE, self.model, arch=self.settings.arch, epoch=epoch, valid_loss=valid_loss
             )
             self.log.write(event="best", epoch=epoch, valid_loss=valid_loss)
-        if self.cluster.is_first and self.settings.average > 1:
-            self.recent.append(
-                (epoch, {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()})
-            )
         valid = (
             f", valid loss {valid_loss:.3f} (perplexity {line['valid_perplexity']:.1f})"
             if valid_loss is not None
@@ -356,17 +387,23 @@ class TrainingSession:
                     if isinstance(child, torch.nn.Dropout):
                         child.p = p
 
-    def average_last_epochs(self) -> None:
-        """Average the weights of the last epochs, as the paper does; keep them as ``best.pt`` if they are better.
+    def average_snapshots(self) -> None:
+        """Average the last snapshots of the weights, as the paper averages its last checkpoints; keep the better.
 
-        The weights at the end of each of the last ``--average`` epochs of
-        this session are averaged; the average replaces ``best.pt`` only if
-        its validation loss is lower than the best epoch's: measured, not assumed.
+        The final weights and the ``--average`` − 1 snapshots before them,
+        spaced over the last :data:`AVERAGE_SPAN` of the session's steps, are
+        averaged; the average replaces ``best.pt`` only if its validation loss
+        is lower than the best epoch's: measured, not assumed.
         """
-        if len(self.recent) < 2 or self.valid_batches is None or not self.cluster.is_first:
+        if self.settings.average < 2 or self.valid_batches is None or not self.cluster.is_first:
             return
-        epochs = [epoch for epoch, _ in self.recent]
-        current = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        current = self._weights()
+        final = self.tracker.step_count
+        if not self.recent or self.recent[-1][0] != final:
+            self.recent.append((final, current))
+        if len(self.recent) < 2:
+            return
+        steps = [step for step, _ in self.recent]
         averaged = {
             k: sum(w[k].double() for _, w in self.recent).div(len(self.recent)).to(v.dtype)
             if v.is_floating_point()
@@ -376,20 +413,24 @@ class TrainingSession:
         self.model.load_state_dict(averaged)
         loss = evaluate(self.model, self.valid_batches, pad_id=0)
         kept = loss < self.best_loss
-        self.log.write(event="average", epochs=epochs, valid_loss=loss, best_valid_loss=self.best_loss, kept=kept)
-        span = f"epochs {epochs[0]}-{epochs[-1]}"
+        self.log.write(
+            event="average", steps=steps, every=self.snapshot_every, valid_loss=loss, best_valid_loss=self.best_loss, kept=kept
+        )
+        which = f"the average of the weights at steps {', '.join(f'{s:,}' for s in steps)}"
         if kept:
             save_checkpoint(
                 self.out / BEST_FILE,
                 self.model,
                 arch=self.settings.arch,
-                epoch=epochs[-1],
+                epoch=self.last_epoch,
                 valid_loss=loss,
-                averaged=epochs,
+                averaged=steps,
             )
-            self.console.say(f"the average of {span} has a lower validation loss ({loss:.3f}): it is the translator")
+            self.console.say(f"{which} has a lower validation loss ({loss:.3f}): it is the translator")
         else:
-            self.console.say(f"the average of {span} (validation loss {loss:.3f}) is not better than the best epoch")
+            self.console.say(
+                f"{which} (validation loss {loss:.3f}) is not better than the best epoch ({self.best_loss:.3f})"
+            )
         self.model.load_state_dict(current)
 
     def save(self, position: Position, reason: str) -> None:

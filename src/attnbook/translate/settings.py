@@ -194,7 +194,8 @@ class RunSettings:
     )
     average: int = setting(
         5,
-        "also average the weights of the last N epochs, kept if that lowers the validation loss (1: off)",
+        "also average N snapshots of the weights spread over the last fifth of the steps, "
+        "kept if that lowers the validation loss (1: off)",
         group="training",
         metavar="N",
         rule=at_least(1),
