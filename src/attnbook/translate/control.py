@@ -42,6 +42,7 @@ class Tracker:
             position["seconds"],
             position["tokens"],
         )
+        self.first_step = position["step"]  # where this session started
         self.start = self.last_save = time.monotonic()
         self.save_seconds = save_minutes * 60
         self.tokens = self.step_tokens = 0
@@ -99,7 +100,7 @@ class Tracker:
         if not console.shows_progress:
             return
         budget, done = self.budget, self.in_epoch / self.steps_per_epoch
-        rate = (time.monotonic() - self.start) / max(1, self.step_count)
+        rate = (time.monotonic() - self.start) / max(1, self.step_count - self.first_step)  # this session's steps
         lefts = []
         if budget.minutes:
             lefts.append(budget.minutes * 60 - self.elapsed())

@@ -105,9 +105,9 @@ class TrainingSession:
         self.signals = Signals(console)
         self.recent: deque = deque(maxlen=s.average)  # (step, weights): the last snapshots
         self.snapshot_every: int | None = None  # steps between snapshots, once the budget's steps are known
+        self.replanned = False  # a budget in minutes: the spacing is set after the first steps and again halfway
         self.last_epoch = self.position["epoch"]
-        if not budget.minutes:
-            self.plan_snapshots(self.steps_allowed(None))
+        self._halfway = (budget.minutes * 60 - self.position["seconds"]) / 2 if budget.minutes else math.inf
         stored = (run.state or {}).get("dropout", s.dropout)
         self.set_dropout(0.0 if stored == AUTO else stored)  # auto: none until the budget is known (choose_dropout)
 
@@ -206,8 +206,10 @@ class TrainingSession:
             device=cluster.device.type,
             position=position,
         )
-        if s.dropout == AUTO and not resumed and not self.budget.minutes:  # with minutes: after the first steps
-            self.choose_dropout(self._epochs_allowed(math.inf))
+        if not self.budget.minutes:  # with minutes: after the first steps
+            self.plan_snapshots(self.steps_allowed(None))
+            if s.dropout == AUTO and not resumed:
+                self.choose_dropout(self._epochs_allowed(math.inf))
         epochs_left = min(self.budget.epochs - position["epoch"], 10**6) if self.budget.epochs else 10**6
         try:
             with self.signals:
@@ -258,13 +260,19 @@ class TrainingSession:
         tracker.show(info.loss, self.console)
         tracker.stopping = tracker.stopping or want_stop
         steps_done = tracker.step_count - self.position["step"]  # in this session
-        if self.budget.minutes and steps_done == PROBE_STEPS:
-            per_step = (time.monotonic() - tracker.start) / PROBE_STEPS
-            if self.prepared.state is None:
-                allowed = self.fit_warmup(per_step)
-                if self.settings.dropout == AUTO:
-                    self.choose_dropout(self._epochs_allowed(allowed))
-            self.plan_snapshots(self.steps_allowed(per_step))
+        if self.budget.minutes:
+            seconds = time.monotonic() - tracker.start  # in this session
+            if steps_done == PROBE_STEPS:
+                per_step = seconds / PROBE_STEPS
+                if self.prepared.state is None:
+                    allowed = self.fit_warmup(per_step)
+                    if self.settings.dropout == AUTO:
+                        self.choose_dropout(self._epochs_allowed(allowed))
+                self.plan_snapshots(self.steps_allowed(per_step))
+            elif steps_done > PROBE_STEPS and not self.replanned and seconds >= self._halfway:
+                # halfway: the speed of many steps (the first ones are slower) places the snapshots better
+                self.replanned = True
+                self.plan_snapshots(self.steps_allowed(seconds / steps_done))
         if self.snapshot_every and steps_done % self.snapshot_every == 0 and self.cluster.is_first:
             self.recent.append((tracker.step_count, self._weights()))
         return want_stop
@@ -285,6 +293,7 @@ class TrainingSession:
         """Space ``--average`` snapshots so that they span :data:`AVERAGE_SPAN` of the session's ``steps``."""
         if self.settings.average > 1 and math.isfinite(steps):
             self.snapshot_every = max(1, round(steps * AVERAGE_SPAN / (self.settings.average - 1)))
+            self.log.write(event="snapshots", steps_allowed=steps, every=self.snapshot_every)
 
     def _weights(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
