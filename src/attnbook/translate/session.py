@@ -423,7 +423,12 @@ class TrainingSession:
         loss = evaluate(self.model, self.valid_batches, pad_id=0)
         kept = loss < self.best_loss
         self.log.write(
-            event="average", steps=steps, every=self.snapshot_every, valid_loss=loss, best_valid_loss=self.best_loss, kept=kept
+            event="average",
+            steps=steps,
+            every=self.snapshot_every,
+            valid_loss=loss,
+            best_valid_loss=self.best_loss,
+            kept=kept,
         )
         which = f"the average of the weights at steps {', '.join(f'{s:,}' for s in steps)}"
         if kept:
