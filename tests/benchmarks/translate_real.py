@@ -240,8 +240,8 @@ def recorded_d2l(paths: list[str], name: str, n_train: int, n_test: int, mine: d
     ``book/results/translator_real.json``) counts only if it was made with as many threads on the same split
     (the direction, the pairs to train on and to test), for a time within 5% of this run's, and on a machine as
     fast as this one: processors of one name differ in speed, so ours' first pass, with a model of the same
-    shape, must have taken within 5% of the time it takes now (d2l's BLEU after ten minutes grows with the
-    steps it could take: 13.7 after 860 steps, 16.9 after 1,069 from English to Chinese, in
+    shape, must have taken within 5% of the time it takes now (d2l's BLEU after ten minutes depends on the
+    steps it could take: from English to Chinese 13.7 after 860 steps, 18.2 after 1,375, in
     ``book/results/translator_real.json``). Of several, the one closest in speed.
     d2l's recipe does not change, so its run need not be repeated.
     """

@@ -105,9 +105,9 @@ class TrainingSession:
         self.signals = Signals(console)
         self.recent: deque = deque(maxlen=s.average)  # (step, weights): the last snapshots
         self.snapshot_every: int | None = None  # steps between snapshots, once the budget's steps are known
-        self.replanned = False  # a budget in minutes: the spacing is set after the first steps and again halfway
         self.last_epoch = self.position["epoch"]
-        self._halfway = (budget.minutes * 60 - self.position["seconds"]) / 2 if budget.minutes else math.inf
+        # a budget in minutes: the spacing is set after the first steps and again halfway (then never again)
+        self._replan_at = (budget.minutes * 60 - self.position["seconds"]) / 2 if budget.minutes else math.inf
         stored = (run.state or {}).get("dropout", s.dropout)
         self.set_dropout(0.0 if stored == AUTO else stored)  # auto: none until the budget is known (choose_dropout)
 
@@ -269,9 +269,9 @@ class TrainingSession:
                     if self.settings.dropout == AUTO:
                         self.choose_dropout(self._epochs_allowed(allowed))
                 self.plan_snapshots(self.steps_allowed(per_step))
-            elif steps_done > PROBE_STEPS and not self.replanned and seconds >= self._halfway:
+            elif steps_done > PROBE_STEPS and seconds >= self._replan_at:
                 # halfway: the speed of many steps (the first ones are slower) places the snapshots better
-                self.replanned = True
+                self._replan_at = math.inf
                 self.plan_snapshots(self.steps_allowed(seconds / steps_done))
         if self.snapshot_every and steps_done % self.snapshot_every == 0 and self.cluster.is_first:
             self.recent.append((tracker.step_count, self._weights()))
