@@ -6,12 +6,16 @@ imported names from "conftest" could get that one.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+#: A folder of the machine that wrote a file, which a notebook's outputs and a recorded run must not show.
+LOCAL_PATH = re.compile(r"(/home/|/Users/|/root/|/tmp/|/work/|[A-Z]:\\\\Users|site-packages|\.venv)")
 
 
 def read_notebook(path: Path):

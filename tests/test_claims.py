@@ -14,7 +14,7 @@ from claims import (
     supports,
 )
 
-from notebook_index import NOTEBOOKS, ROOT
+from notebook_index import LOCAL_PATH, NOTEBOOKS, ROOT
 
 
 def _unsupported_message(report) -> str:
@@ -175,3 +175,30 @@ def test_a_page_may_quote_a_recorded_run_and_declare_constants(tmp_path, monkeyp
         results.unlink()
     assert [c.text for c in report.unsupported] == ["7.5"]
     assert [c.text for c in report.declared] == ["0.98"]
+
+
+def test_the_recorded_runs_name_no_folder_of_the_machine_they_ran_on():
+    """A record under book/results/ says ``<work>`` or ``<data>`` where the run had a folder of its machine."""
+    records = sorted((ROOT / "book" / "results").rglob("*.json"))
+    assert records, "no recorded runs under book/results/"
+    found = {
+        str(path.relative_to(ROOT)): sorted(set(LOCAL_PATH.findall(path.read_text(encoding="utf-8"))))
+        for path in records
+    }
+    assert not {k: v for k, v in found.items() if v}, "a recorded run keeps paths of its machine"
+
+
+def test_a_report_replaces_whole_paths_by_their_labels():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "benchmarks"))
+    from _report import redact
+
+    places = {"/tmp": "<tmp>", "/tmp/e/m5/": "<work>", "/data": "<data>"}
+    record = {"argv": ["/data/cmn.txt:en:zh", "--work", "/tmp/e/m5"], "run": "/tmp/e/m5/0-en-zh/ours", "n": 3}
+    assert redact(record, places) == {
+        "argv": ["<data>/cmn.txt:en:zh", "--work", "<work>"],
+        "run": "<work>/0-en-zh/ours",
+        "n": 3,
+    }
+    assert redact(["/tmp/e/m55", "/database", "/datafile"], places) == ["<tmp>/e/m55", "/database", "/datafile"]

@@ -7,11 +7,10 @@ import re
 import pytest
 
 from attnbook.book import SETUP_TAG, badge_markdown, setup_cell_source
-from notebook_index import NOTEBOOKS, ROOT, read_notebook, training_cells
+from notebook_index import LOCAL_PATH, NOTEBOOKS, ROOT, read_notebook, training_cells
 from notebook_index import TRAINING_NOTEBOOKS as TRAINING
 
 IDS = [p.name for p in NOTEBOOKS]
-LOCAL_PATH = re.compile(r"(/home/|/Users/|/root/|/tmp/|/work/|[A-Z]:\\\\Users|site-packages|\.venv)")
 PROGRESS_BAR = re.compile(r"\d+%\|[█▏▎▍▌▋▊▉ #]*\|")
 TIMING_WORDS = re.compile(r"\b(times?|timings?|timed|seconds|ms|µs|throughput|per second|speed|median)\b", re.I)
 

@@ -134,6 +134,13 @@ class Report:
         self.targets: list[dict] = []
         self.figures: dict = {}
         self._start = time.perf_counter()
+        # where this machine keeps things: a record names them by label, not by this machine's paths
+        self.places: dict[str, str] = {str(HERE.parents[1]): ".", tempfile.gettempdir(): "<tmp>", str(Path.home()): "~"}
+
+    def place(self, path: str | os.PathLike, label: str) -> None:
+        """Write ``path`` (and what lies under it) as ``label`` in the record, e.g. a work folder as ``<work>``."""
+        self.places[str(Path(path).resolve())] = label
+        self.places[str(path)] = label
 
     def figure(self, key: str, value) -> None:
         """Record a figure (numbers, or lists and dicts of them) under ``key``; JSON-serializable."""
@@ -183,7 +190,7 @@ class Report:
             "format": FORMAT,
             "script": self.name,
             "run_id": os.environ.get("BENCH_RUN_ID"),
-            "argv": self.argv,
+            "argv": self.argv,  # (paths are replaced below)
             "started": self.started.isoformat(timespec="seconds"),
             "seconds": round(time.perf_counter() - self._start, 1),
             "machine": machine(),
@@ -192,6 +199,7 @@ class Report:
             "targets": self.targets,
             "figures": self.figures,
         }
+        record = redact(record, self.places)
         folder = results_dir()
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{self.name}.json"
@@ -205,6 +213,34 @@ class Report:
             )
         print(f"figures written to {_relative(path)}")
         return 1 if missed else 0
+
+
+def redact(record, places: dict[str, str]):
+    """``record`` with each path of ``places`` in its strings replaced by its label (the longest path first).
+
+    Only a whole path is replaced: ``/tmp/x`` in ``/tmp/x/y`` or ``/tmp/x:en``, not in ``/tmp/xy``.
+    """
+    stripped = ((p.rstrip("/\\"), label) for p, label in places.items())
+    ordered = sorted(((p, label) for p, label in stripped if len(p) > 1), key=lambda p: -len(p[0]))
+
+    def one(text: str) -> str:
+        for path, label in ordered:
+            at = text.find(path)
+            while at >= 0:
+                end = at + len(path)
+                if end == len(text) or not (text[end].isalnum() or text[end] in "._-"):
+                    text = text[:at] + label + text[end:]
+                    end = at + len(label)
+                at = text.find(path, end)
+        return text
+
+    if isinstance(record, str):
+        return one(record)
+    if isinstance(record, dict):
+        return {one(k) if isinstance(k, str) else k: redact(v, places) for k, v in record.items()}
+    if isinstance(record, (list, tuple)):
+        return [redact(v, places) for v in record]
+    return record
 
 
 def _jsonable(x):
