@@ -26,6 +26,7 @@ from pathlib import Path
 from ..data import SCRIPT_OF, Pair, Subwords, Vocab, tokenize
 from ..data.subwords import CHARACTER_LANGUAGES
 from .console import CommandError, Console
+from .settings import TOKEN_KINDS, VOCAB_SHARING  # declared with the options: the command line reads them
 from .truecase import build_truecase, to_text
 
 __all__ = [
@@ -39,8 +40,6 @@ __all__ = [
     "shares_vocabulary",
 ]
 
-TOKEN_KINDS = ("subwords", "words")
-VOCAB_SHARING = ("auto", "shared", "separate")
 SUBWORDS_FILE, SRC_SUBWORDS_FILE, TGT_SUBWORDS_FILE = "subwords.model", "subwords.src.model", "subwords.tgt.model"
 TRUECASE_FILE = "truecase.json"
 
