@@ -88,3 +88,14 @@ def test_bad_models_and_sizes_are_named(tmp_path):
     with pytest.raises(ValueError, match="more than 257 pieces"):
         Subwords.learn(ENGLISH, 100)
     assert isinstance(Subwords.learn(ENGLISH, 300).vocab(), Vocab)
+    # Chinese text of 400 characters, each seen often: every one must be a piece, so 300 pieces cannot hold them
+    chinese = ["".join(chr(0x4E00 + (7 * i + k) % 400) for k in range(12)) for i in range(800)]
+    with pytest.raises(
+        ValueError, match=r"^([\d,]+) pieces are needed for the characters of the zh text and the 256 bytes"
+    ) as err:
+        Subwords.learn(chinese, 300, ("zh",), characters=True)
+    needed = int(err.value.args[0].split()[0].replace(",", ""))
+    assert 400 + 256 < needed < 400 + 256 + 8 and f"more than the 300 asked for: ask for at least {needed}" in str(
+        err.value
+    )
+    assert len(Subwords.learn(chinese, needed, ("zh",), characters=True)) >= needed

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -121,6 +122,14 @@ class Subwords:
                 minloglevel=2,
             )
         except RuntimeError as err:  # such as a vocabulary smaller than the characters it must hold
+            too_small = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", str(err))
+            if too_small:  # SentencePiece's own advice names its options, not ours: say what to do here
+                needed = int(too_small.group(2))
+                raise ValueError(
+                    f"{needed:,} pieces are needed for the characters of the {'/'.join(codes)} text and the 256 bytes "
+                    f"(each character seen often enough is a piece of its own), more than the {vocab_size:,} "
+                    f"asked for: ask for at least {needed:,}"
+                ) from None
             raise ValueError(f"SentencePiece cannot learn this vocabulary: {str(err).strip()}") from None
         return cls(model.getvalue())
 
