@@ -253,6 +253,33 @@ def test_evaluate_scores_every_pair_of_a_test_file_with_the_brevity_penalty(en_f
     assert_clean_error(*run(["evaluate", en_fr_run, "--test", tmp_path / "none.txt"], capsys)[::2], "no pairs file at")
 
 
+def test_no_test_split_trains_on_the_test_pairs_and_keeps_the_validation_pairs(en_fr_run, tmp_path, capsys):
+    # --no-test-split: for test pairs in a file of their own; the file's test split joins the training pairs
+    from attnbook.translate.console import Console
+    from attnbook.translate.run_folder import read_config
+    from attnbook.translate.run_pairs import reread_run_pairs
+
+    pairs = write_anki(tmp_path / "fra.txt", en_fr_rows())
+    argv = ["train", "--pairs", pairs, "--src", "en", "--tgt", "fr", "--out", tmp_path / "all", "--steps", 2, *TINY]
+    status, out, err = run([*argv, "--no-test-split"], capsys)
+    assert status == 0 and "validation, no test pairs (--no-test-split);" in out, err
+    mine, theirs = read_config(tmp_path / "all"), read_config(en_fr_run)  # the same pairs, with and without
+    split, usual = mine["split_sizes"], theirs["split_sizes"]
+    assert mine["settings"]["test_split"] is False and theirs["settings"]["test_split"] is True
+    assert split == {"train": usual["train"] + usual["test"], "valid": usual["valid"], "test": 0}
+    console = Console(active=False)
+    ours, _ = reread_run_pairs(mine, console)
+    usual_splits, _ = reread_run_pairs(theirs, console, str(pairs))
+    assert ours.valid == usual_splits.valid and set(ours.train) == set(usual_splits.train) | set(usual_splits.test)
+    assert_clean_error(*run(["evaluate", tmp_path / "all"], capsys)[::2], "--no-test-split", "--test FILE")
+    test = write_anki(tmp_path / "mine.txt", en_fr_rows(30)[:5])
+    status, out, err = run(["evaluate", tmp_path / "all", "--test", test], capsys)
+    assert status == 0 and "every pair of mine.txt: 5 sentences" in out, err
+    # a resumed run keeps the split it was trained with
+    assert run(["train", "--out", tmp_path / "all", "--resume", "--steps", 3], capsys)[0] == 0
+    assert read_config(tmp_path / "all")["settings"]["test_split"] is False
+
+
 def test_the_decoding_chosen_on_the_validation_pairs_is_used_unless_told_otherwise(en_fr_run, capsys):
     choice = json.loads((en_fr_run / "decoding.json").read_text())
     chosen = choice["chosen"]

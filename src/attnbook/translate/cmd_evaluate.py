@@ -76,6 +76,11 @@ def _test_pairs(args: argparse.Namespace, run: Run, console: Console) -> tuple[l
     if args.test:
         pairs, name = read_test_pairs(args.test, config)
         return pairs, f"every pair of {name}"
+    if not config["settings"]["test_split"]:
+        raise CommandError(
+            "the run trained on every pair of its file but the validation pairs (--no-test-split): "
+            "it has no test split; score a file of your own with --test FILE"
+        )
     splits, source = reread_run_pairs(config, console, args.pairs)
     if not splits.test:
         raise CommandError(

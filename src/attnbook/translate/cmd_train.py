@@ -87,7 +87,7 @@ def new_run(args: argparse.Namespace, out: Path, cluster: Cluster, console: Cons
     if downloads and cluster.local_rank == 0:
         cluster.barrier()
     held_out = held_out_fraction(len(pairs))
-    splits = split_run_pairs(pairs, held_out)
+    splits = split_run_pairs(pairs, held_out, settings.test_split)
     tokens = RunTokens.learn(splits.train, settings, src, tgt)
     train_pairs = length_filter(tokens.pairs(splits.train), settings.max_length, "training", console)
     valid_pairs = length_filter(tokens.pairs(splits.valid), settings.max_length, "validation", console)
@@ -114,10 +114,10 @@ def new_run(args: argparse.Namespace, out: Path, cluster: Cluster, console: Cons
     }
     skipped = f", skipped {source.skipped:,} blank or malformed lines" if source.skipped else ""
     console.say(f"read {source.n_pairs:,} pairs ({src} → {tgt}) from {source.name}{skipped}")
+    test = f"{len(splits.test):,} test pairs" if settings.test_split else "no test pairs (--no-test-split)"
     console.say(
-        f"split by checksum: {len(splits.train):,} training, {len(splits.valid):,} validation, "
-        f"{len(splits.test):,} test pairs; {tokens.describe()}: {len(src_vocab):,} {src} and {len(tgt_vocab):,} {tgt} "
-        "tokens"
+        f"split by checksum: {len(splits.train):,} training, {len(splits.valid):,} validation, {test}; "
+        f"{tokens.describe()}: {len(src_vocab):,} {src} and {len(tgt_vocab):,} {tgt} tokens"
     )
     return PreparedRun(config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, tokens=tokens)
 

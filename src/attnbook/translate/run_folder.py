@@ -61,7 +61,14 @@ LEGACY_SETTINGS = {"heads": "num_heads", "layers": "num_layers"}
 CONFIG_FILE, CHECKPOINT_FILE, BEST_FILE = "config.json", "checkpoint.pt", "best.pt"
 LOG_FILE, DECODING_FILE = "log.jsonl", "decoding.json"
 #: What a run written before subwords existed used (its config.json has no "tokens" and "vocab" settings).
-LEGACY_DEFAULTS = {"tokens": "words", "vocab": "separate", "average": 1, "late_dropout": 0.0, "pieces": 4000}
+LEGACY_DEFAULTS = {
+    "tokens": "words",
+    "vocab": "separate",
+    "average": 1,
+    "late_dropout": 0.0,
+    "pieces": 4000,
+    "test_split": True,
+}
 SRC_VOCAB_FILE, TGT_VOCAB_FILE = "vocab.src.json", "vocab.tgt.json"
 
 

@@ -157,9 +157,17 @@ def held_out_fraction(n_pairs: int) -> float:
     return min(HELD_OUT_MAX, max(HELD_OUT_MIN, HELD_OUT_PAIRS / max(1, n_pairs)))
 
 
-def split_run_pairs(pairs: list[Pair], held_out: float) -> Splits:
-    """The run's training, validation and test pairs: ``held_out`` of them each for validation and test."""
-    return split_by_checksum(pairs, (1 - 2 * held_out, held_out, held_out))
+def split_run_pairs(pairs: list[Pair], held_out: float, test: bool = True) -> Splits:
+    """The run's training, validation and test pairs: ``held_out`` of them each for validation and test.
+
+    ``test=False`` (``--no-test-split``) trains on the test split's pairs too; the
+    validation pairs are the same either way.
+    """
+    splits = split_by_checksum(pairs, (1 - 2 * held_out, held_out, held_out))
+    if test:
+        return splits
+    valid = {id(p) for p in splits.valid}
+    return Splits([p for p in pairs if id(p) not in valid], splits.valid, [])
 
 
 def length_filter(pairs: list[Pair], max_length: int, what: str, console: Console) -> list[Pair]:
@@ -180,7 +188,7 @@ def reread_run_pairs(config: dict, console: Console, spec: str | None = None) ->
         console.note(
             f"the run was split by an earlier version of {PROGRAM}: its test pairs may include training sentences"
         )
-    return split_run_pairs(pairs, config["held_out"]), source
+    return split_run_pairs(pairs, config["held_out"], config["settings"]["test_split"]), source
 
 
 def read_test_pairs(spec: str, config: dict) -> tuple[list[Pair], str]:

@@ -162,6 +162,15 @@ class RunSettings:
     max_length: int = setting(
         50, "leave out training pairs longer than N tokens", group="training", metavar="N", rule=at_least(1)
     )
+    test_split: bool = setting(
+        True,
+        "hold out about 2,000 pairs of the file as the test split that evaluate scores by default",
+        group="training",
+        off=(
+            "--no-test-split",
+            "train on those pairs too, when the test pairs are a file of their own (evaluate --test FILE)",
+        ),
+    )
     tokens: str = setting(
         "subwords",
         "subwords: byte-pair pieces learned with SentencePiece, never <unk>; words: chapter 1's words",
