@@ -142,7 +142,7 @@ class RunSettings:
         off=("--post-norm", "post-LN, as in the paper"),
     )
     batch_tokens: int = setting(
-        1500, "padded tokens per batch and process", group="training", metavar="N", rule=at_least(1)
+        700, "padded tokens per batch and process", group="training", metavar="N", rule=at_least(1)
     )
     warmup: int = setting(
         200, "warm-up steps of the learning-rate schedule", group="training", metavar="W", rule=at_least(1)
