@@ -144,7 +144,7 @@ def _encoder_run(kind: str, causal: bool = False) -> dict:
 
 
 def _efficient_attention_run(kind: str) -> dict:
-    """Chapter 9: kernelized (linear) or low-rank (Linformer) attention with a residual LayerNorm, trained to classify."""
+    """Chapter 9: kernelized (linear) or low-rank (Linformer) attention, a residual LayerNorm, trained to classify."""
     from attnbook.fastformer import AttentionPooling, LinearSelfAttention, LinformerSelfAttention
 
     torch.manual_seed(0)

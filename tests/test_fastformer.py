@@ -1,4 +1,4 @@
-"""Fastformer: equal to the equations computed one position at a time, the authors' size, masks that hold, clear errors."""
+"""Fastformer: equal to its equations computed one position at a time, the authors' size, masks, clear errors."""
 
 from __future__ import annotations
 
@@ -322,7 +322,7 @@ def test_prefix_softmax_pool_equals_an_explicit_causal_softmax():
 @pytest.mark.parametrize("N", [1, 2, 7, 16, 17, 50, 129])
 @pytest.mark.parametrize("chunk", [2, 3, 4, 16])
 def test_prefix_softmax_pool_in_chunks_equals_the_explicit_softmax(N, chunk):
-    """Every way of cutting the sequence gives the same pools: one grid, chunks, chunks of chunks, a padded last chunk."""
+    """Every way of cutting the sequence gives the same pools: a grid, chunks, chunks of chunks, a padded last one."""
     scores, values, ignore = _pool_inputs(N, seed=N)
     got = prefix_softmax_pool(scores, values, ignore, chunk=chunk)
     torch.testing.assert_close(got, _explicit_causal_pool(scores, values, ignore), rtol=0, atol=1e-12)
@@ -363,7 +363,7 @@ def test_prefix_softmax_pool_gradients_by_finite_differences():
 @pytest.mark.parametrize("N, chunk", [(1, 4), (5, 2), (16, 4), (17, 4), (129, 4), (300, 16)])
 @pytest.mark.parametrize("scale", [3.0, 1e4], ids=["moderate", "huge-scores"])
 def test_prefix_softmax_pool_gradients_equal_the_explicit_softmax(N, chunk, scale):
-    """The written-out backward (a scan from the end, over the forward's grids) against autograd of the N x N softmax."""
+    """The written-out backward (a scan from the end over the forward's grids) against autograd of the N x N softmax."""
     scores, values, ignore = _pool_inputs(N, seed=N + 1, scale=scale)
     weights = torch.randn(*values.shape, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
     for mask in (ignore, None):

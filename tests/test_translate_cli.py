@@ -283,7 +283,19 @@ def test_no_test_split_trains_on_the_test_pairs_and_keeps_the_validation_pairs(e
 def test_the_decoding_chosen_on_the_validation_pairs_is_used_unless_told_otherwise(en_fr_run, capsys):
     choice = json.loads((en_fr_run / "decoding.json").read_text())
     chosen = choice["chosen"]
-    assert {c["alpha"] for c in choice["candidates"] if c["beam"] == 4} == {0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0, 2.5, 3.0}
+    assert {c["alpha"] for c in choice["candidates"] if c["beam"] == 4} == {
+        0.0,
+        0.2,
+        0.4,
+        0.6,
+        0.8,
+        1.0,
+        1.2,
+        1.5,
+        2.0,
+        2.5,
+        3.0,
+    }
     assert all(0 <= c["brevity_penalty"] <= 1 for c in choice["candidates"])
     status, out, err = run(["evaluate", en_fr_run, "--limit", "3"], capsys)
     how = "greedy" if chosen["beam"] == 1 else f"beam 4, α {chosen['alpha']:g}"
@@ -764,7 +776,9 @@ def test_dropout_auto_turns_on_when_the_budget_allows_many_epochs(tmp_path, caps
     status, out, err = run(["train", *common, "--out", tmp_path / "steps", "--steps", 2], capsys)
     dropout, events = dropout_of(tmp_path / "steps")
     assert status == 0 and dropout == 0.0 and events[0]["epochs_allowed"] == pytest.approx(2 / steps_per_epoch), err
-    status, out, err = run(["train", *common, "--out", tmp_path / "fixed", "--epochs", AUTO_DROPOUT_EPOCHS, "--dropout", "0.05"], capsys)
+    status, out, err = run(
+        ["train", *common, "--out", tmp_path / "fixed", "--epochs", AUTO_DROPOUT_EPOCHS, "--dropout", "0.05"], capsys
+    )
     assert status == 0 and dropout_of(tmp_path / "fixed") == (0.05, []), err
     with pytest.raises(SystemExit) as stopped:  # argparse's own error: the usage, then the complaint
         run(["train", *common, "--out", tmp_path / "bad", "--dropout", "some"], capsys)
@@ -781,7 +795,21 @@ def test_a_shortened_warm_up_keeps_the_peak_learning_rate(tmp_path, capsys):
 
     pairs = write_anki(tmp_path / "fra.txt", en_fr_rows(120))
     out_dir, warmup, d_model = tmp_path / "run", 100_000, 16
-    argv = ["--pairs", pairs, "--src", "en", "--tgt", "fr", *TINY, "--warmup", warmup, "--minutes", 0.1, "--log-every", 1]
+    argv = [
+        "--pairs",
+        pairs,
+        "--src",
+        "en",
+        "--tgt",
+        "fr",
+        *TINY,
+        "--warmup",
+        warmup,
+        "--minutes",
+        0.1,
+        "--log-every",
+        1,
+    ]
     status, out, err = run(["train", *argv, "--out", out_dir], capsys)
     assert status == 0, err
     events = [json.loads(line) for line in (out_dir / "log.jsonl").read_text().splitlines()]
@@ -832,7 +860,8 @@ def test_ctrl_c_saves_the_step_and_resume_equals_an_uninterrupted_run(tmp_path, 
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TERM": "xterm"}
     master, slave = pty.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-m", "attnbook.translate", "train", *common, "--out", str(tmp_path / "cut"), "--epochs", "1000", "--log-every", "1"],
+        [sys.executable, "-m", "attnbook.translate", "train", *common, "--out", str(tmp_path / "cut")]
+        + ["--epochs", "1000", "--log-every", "1"],
         stdout=subprocess.PIPE, stderr=slave, env=env, text=True,
     )  # fmt: skip
     os.close(slave)

@@ -1,4 +1,4 @@
-"""`attnbook-translate train` under torchrun: two CPU processes (gloo) equal one process over the same global batches."""
+"""`attnbook-translate train` under torchrun: two CPU processes (gloo) equal one over the same global batches."""
 
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ def test_actionlint_finds_nothing():
 
 
 def test_actionlint_does_find_mistakes(tmp_path):
-    """The linter is not a no-op: a workflow with an undefined matrix key, a wrong input and an unquoted variable fails."""
+    """The linter is not a no-op: a workflow with an undefined matrix key, a wrong input, an unquoted variable fails."""
     bad = tmp_path / ".github" / "workflows" / "bad.yml"
     bad.parent.mkdir(parents=True)
     bad.write_text(
@@ -85,7 +85,8 @@ def test_actions_are_pinned_to_a_commit(path):
         if "uses" in step:
             line = next(line.strip() for line in path.read_text().splitlines() if f"uses: {step['uses']}" in line)
             assert PINNED.match(line.removeprefix("- ").removeprefix("uses: ")), (
-                f"{path.name}: pin {step['uses']} to a full commit hash with its version in a comment, `@<sha> # vX.Y.Z`"
+                f"{path.name}: pin {step['uses']} to a full commit hash "
+                "with its version in a comment, `@<sha> # vX.Y.Z`"
             )
 
 

@@ -59,10 +59,13 @@ def _check_qkv(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) 
             raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
     if not queries.shape[0] == keys.shape[0] == values.shape[0]:
         raise ValueError(
-            f"queries, keys and values must share the batch size B, got {queries.shape[0]}, {keys.shape[0]}, {values.shape[0]}"
+            "queries, keys and values must share the batch size B, got "
+            f"{queries.shape[0]}, {keys.shape[0]}, {values.shape[0]}"
         )
     if keys.shape[1] != values.shape[1]:
-        raise ValueError(f"keys and values must have the same length S, got {keys.shape[1]} keys and {values.shape[1]} values")
+        raise ValueError(
+            f"keys and values must have the same length S, got {keys.shape[1]} keys and {values.shape[1]} values"
+        )
 
 
 def attention_mask(mask: torch.Tensor | None, batch: int, queries: int, keys: int) -> torch.Tensor | None:
@@ -108,7 +111,9 @@ class AdditiveAttention(nn.Module):
     def scores(self, queries: torch.Tensor, projected_keys: torch.Tensor) -> torch.Tensor:
         """Scores ``(B, T, S)`` from queries ``(B, T, d_q)`` and projected keys ``(B, S, h)``."""
         if queries.shape[-1] != self.W_q.in_features:
-            raise ValueError(f"queries have {queries.shape[-1]} features, this attention expects {self.W_q.in_features}")
+            raise ValueError(
+                f"queries have {queries.shape[-1]} features, this attention expects {self.W_q.in_features}"
+            )
         features = torch.tanh(self.W_q(queries).unsqueeze(2) + projected_keys.unsqueeze(1))  # (B, T, S, h)
         return self.w_v(features).squeeze(-1)
 
@@ -300,7 +305,10 @@ class MultiHeadAttention(nn.Module):
     # decoder can project once, keep the heads, and attend with new queries later.
 
     def project_self(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Queries, keys and values of a self-attention input ``(B, T, d_model)``: three ``(B, h, T, d_k)``, one product."""
+        """Queries, keys and values of a self-attention input ``(B, T, d_model)``: three ``(B, h, T, d_k)``.
+
+        One matrix product makes all three.
+        """
         self._check_width(x, "x")
         return self._split_heads(self.in_proj(x), 3)
 
@@ -308,7 +316,9 @@ class MultiHeadAttention(nn.Module):
         """The queries ``(B, h, T, d_k)`` of ``query`` ``(B, T, d_model)``."""
         self._check_width(query, "query")
         b = self.in_proj.bias
-        (q,) = self._split_heads(F.linear(query, self.in_proj.weight[: self.d_model], None if b is None else b[: self.d_model]))
+        (q,) = self._split_heads(
+            F.linear(query, self.in_proj.weight[: self.d_model], None if b is None else b[: self.d_model])
+        )
         return q
 
     def project_key_value(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -355,9 +365,14 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(f"{name} must have {heads[0]} heads of width {heads[1]}, got shape {tuple(x.shape)}")
         B, T, S = q.shape[0], q.shape[2], k.shape[2]
         if not (k.shape[0] == v.shape[0] == B) or v.shape[2] != S:
-            raise ValueError(f"q, k, v disagree on the batch or the number of keys: {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+            raise ValueError(
+                "q, k, v disagree on the batch or the number of keys: "
+                f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+            )
         if causal and T > S:
-            raise ValueError(f"causal=True needs the queries to be the last positions of the keys (T <= S); got T={T}, S={S}")
+            raise ValueError(
+                f"causal=True needs the queries to be the last positions of the keys (T <= S); got T={T}, S={S}"
+            )
         mask = self._ignore_mask(key_padding_mask, causal and T == S, B, T, S, q.device)
         if causal and T < S and T > 1:  # queries at positions S - T .. S - 1
             future = torch.ones(T, S, dtype=torch.bool, device=q.device).triu(diagonal=S - T + 1)
@@ -414,7 +429,9 @@ class MultiHeadAttention(nn.Module):
                 f"{query.shape[0]}, {key.shape[0]} and {value.shape[0]}"
             )
         if key.shape[1] != value.shape[1]:
-            raise ValueError(f"key and value must have the same length S; got {key.shape[1]} keys and {value.shape[1]} values")
+            raise ValueError(
+                f"key and value must have the same length S; got {key.shape[1]} keys and {value.shape[1]} values"
+            )
         return query.shape[0], query.shape[1], key.shape[1]
 
     @staticmethod

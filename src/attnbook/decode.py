@@ -127,7 +127,7 @@ def length_penalty(length: int | torch.Tensor, alpha: float = 0.6):
 
 @dataclass
 class Hypothesis:
-    """One finished translation: its tokens (``<eos>`` included when it ended with one), ``log p(Y | X)`` and its score."""
+    """One finished translation: its tokens (with ``<eos>`` if it ended with one), ``log p(Y | X)``, its score."""
 
     tokens: list[int]
     log_prob: float
@@ -223,7 +223,9 @@ def beam_search(
     try:
         state = model.start(src, src_mask)
         _check_state(state)
-        state = state.select(torch.arange(n_sent, device=device).repeat_interleave(k))  # sentence b -> rows b*k .. b*k+k-1
+        state = state.select(
+            torch.arange(n_sent, device=device).repeat_interleave(k)
+        )  # sentence b -> rows b*k .. b*k+k-1
         active = torch.arange(n_sent)  # the sentences still in the batch (original indices)
         alive_lp = torch.full((n_sent, k), float("-inf"), device=device)
         alive_lp[:, 0] = 0.0  # at first the k beams are the same <bos>: start from one of them
@@ -269,7 +271,9 @@ def beam_search(
             keep = order.topk(k, dim=1, largest=False).indices  # (n, k), ascending
             alive_lp = top_lp.gather(1, keep)
             beam_origin, beam_token = origin.gather(1, keep), token.gather(1, keep)
-            alive_seq = torch.cat([alive_seq.gather(1, beam_origin[..., None].expand(-1, -1, t)), beam_token[..., None]], dim=2)
+            alive_seq = torch.cat(
+                [alive_seq.gather(1, beam_origin[..., None].expand(-1, -1, t)), beam_token[..., None]], dim=2
+            )
 
             done = (fin_count[sent] >= k) | last | ~torch.isfinite(alive_lp).any(dim=1)
             if bool(done.all()):
@@ -407,8 +411,18 @@ def translate(
         src = torch.tensor([x + [src_vocab.pad_id] * (longest - len(x)) for x in ids], device=device)
         ends = dict(bos_id=tgt_vocab.bos_id, eos_id=tgt_vocab.eos_id, pad_id=tgt_vocab.pad_id)
         if beam_size is None:
-            out = greedy_decode(model, src, padding_mask(lengths, longest).to(device), max_len=max_len or 2 * longest + 5, **ends)
+            out = greedy_decode(
+                model, src, padding_mask(lengths, longest).to(device), max_len=max_len or 2 * longest + 5, **ends
+            )
         else:
-            out = beam_search(model, src, padding_mask(lengths, longest).to(device), beam_size=beam_size, alpha=alpha, max_len=max_len, **ends)
+            out = beam_search(
+                model,
+                src,
+                padding_mask(lengths, longest).to(device),
+                beam_size=beam_size,
+                alpha=alpha,
+                max_len=max_len,
+                **ends,
+            )
         result.extend(ids_to_tokens(out.tokens.cpu(), tgt_vocab))
     return result

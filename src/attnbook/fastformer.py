@@ -367,8 +367,13 @@ class FastSelfAttention(nn.Module):
 
     def extra_repr(self) -> str:
         options = [f"d_model={self.d_model}", f"num_heads={self.num_heads}"]
-        defaults = (("add_query", True), ("share_value", True), ("key_pooling", True), ("mix", "product"),
-                    ("global_query_only", False))
+        defaults = (
+            ("add_query", True),
+            ("share_value", True),
+            ("key_pooling", True),
+            ("mix", "product"),
+            ("global_query_only", False),
+        )
         for name, default in defaults:
             if getattr(self, name) != default:
                 options.append(f"{name}={getattr(self, name)!r}")
@@ -384,7 +389,7 @@ class FastSelfAttention(nn.Module):
         return F.linear(x, scorer.weight / scale, scorer.bias / scale)
 
     def _mix(self, x: torch.Tensor, g: torch.Tensor, where: str) -> torch.Tensor:
-        """A global vector ``g`` meets every token ``x_i``: ``x_i ⊙ g`` (the authors'), ``x_i + g``, or a map of both."""
+        """A global vector ``g`` meets each token ``x_i``: ``x_i ⊙ g`` (the authors'), ``x_i + g``, or a map of both."""
         if self.mix == "product":
             return x * g
         if self.mix == "add":
@@ -431,8 +436,12 @@ class FastSelfAttention(nn.Module):
             out = out + q
         return (out, alpha, beta) if need_weights else out
 
-    def _pool(self, scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Softmax over positions of ``scores`` ``(B, N, H)``; the weighted sum of each head's slice of ``values`` ``(B, N, d)``.
+    def _pool(
+        self, scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Softmax over positions of ``scores`` ``(B, N, H)``; the weighted sum of each head's slice of ``values``.
+
+        ``values`` is ``(B, N, d)``.
 
         Returns the weights ``(B, H, N)`` and the pooled vector ``(B, 1, d)``. One batched
         matrix product pools *every* feature with *every* head's weights, ``(B, H, N) @ (B, N, d)``,
@@ -603,7 +612,9 @@ class _PostNormLayer(nn.Module):
     def _attend(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None, causal: bool) -> torch.Tensor:
         raise NotImplementedError
 
-    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, causal: bool = False
+    ) -> torch.Tensor:
         B, N = _check_input(x, self.d_model)
         _check_padding_mask(key_padding_mask, B, N)
         a = self.attention_norm(x + self.dropout(self._attend(x, key_padding_mask, causal)))
@@ -676,7 +687,9 @@ class _Stack(nn.Module):
     def extra_repr(self) -> str:
         return f"num_layers={self.num_layers}, share_layers={self.share_layers}"
 
-    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, causal: bool = False
+    ) -> torch.Tensor:
         B, N = _check_input(x, self.d_model)
         _check_padding_mask(key_padding_mask, B, N)
         for i in range(self.num_layers):

@@ -161,7 +161,10 @@ def bleu_stats(hypotheses: Sequence[Tokens], references: Sequence, max_order: in
     if len(hypotheses) == 0:
         raise ValueError("BLEU needs at least one hypothesis; got an empty corpus")
     if len(references) != len(hypotheses):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references: give one reference (or list of them) per hypothesis")
+        raise ValueError(
+            f"{len(hypotheses)} hypotheses but {len(references)} references: "
+            "give one reference (or list of them) per hypothesis"
+        )
     if max_order < 1:
         raise ValueError(f"max_order must be >= 1, got {max_order}")
     tokenized = not isinstance(hypotheses[0], str)
@@ -250,8 +253,16 @@ def text_scores(hypotheses: Sequence[str], references: Sequence[str], lang: str)
     lower = sacrebleu.metrics.BLEU(tokenize=tokenize, lowercase=True)
     chrf = sacrebleu.metrics.CHRF()
     refs = [list(references)]
-    b, bl, c = bleu.corpus_score(list(hypotheses), refs), lower.corpus_score(list(hypotheses), refs), chrf.corpus_score(list(hypotheses), refs)
-    signatures = {"BLEU": str(bleu.get_signature()), "BLEU, lowercase": str(lower.get_signature()), "chrF": str(chrf.get_signature())}
+    b, bl, c = (
+        bleu.corpus_score(list(hypotheses), refs),
+        lower.corpus_score(list(hypotheses), refs),
+        chrf.corpus_score(list(hypotheses), refs),
+    )
+    signatures = {
+        "BLEU": str(bleu.get_signature()),
+        "BLEU, lowercase": str(lower.get_signature()),
+        "chrF": str(chrf.get_signature()),
+    }
     return TextScores(b.score, bl.score, c.score, b.bp, b.sys_len, b.ref_len, signatures)
 
 
@@ -303,7 +314,10 @@ def bleu_by_length(
     An empty bucket scores NaN.
     """
     if not len(hypotheses) == len(references) == len(lengths):
-        raise ValueError(f"got {len(hypotheses)} hypotheses, {len(references)} references and {len(lengths)} lengths; they must match")
+        raise ValueError(
+            f"got {len(hypotheses)} hypotheses, {len(references)} "
+            f"references and {len(lengths)} lengths; they must match"
+        )
     edges = list(edges)
     if not edges or any(b <= a for a, b in zip(edges, edges[1:])) or edges[0] < 1:
         raise ValueError(f"edges must be increasing positive upper bounds, got {edges}")
@@ -312,7 +326,9 @@ def bleu_by_length(
     scores, low = [], 1
     for high in edges:
         members = [i for i, n in enumerate(lengths) if low <= n <= high]
-        bleu = sacrebleu_bleu([hypotheses[i] for i in members], [references[i] for i in members]) if members else math.nan
+        bleu = (
+            sacrebleu_bleu([hypotheses[i] for i in members], [references[i] for i in members]) if members else math.nan
+        )
         scores.append(BucketScore(low, high, len(members), bleu))
         low = high + 1
     return scores

@@ -46,7 +46,8 @@ DEFAULT_THREADS = 2
 #: The test suite sets it for the kernels it starts (``notebooks/conftest.py``), and so does ``attnbook.book execute``.
 STRICT_WARNINGS = "ATTNBOOK_STRICT_WARNINGS"
 
-#: The file names IPython gives a cell's code: ipykernel's ``.../ipykernel_<pid>/<hash>.py``, the terminal's ``<ipython-input-...>``.
+#: The file names IPython gives a cell's code: ipykernel's ``.../ipykernel_<pid>/<hash>.py``,
+#: the terminal's ``<ipython-input-...>``.
 _CELL_FILE = re.compile(r"ipykernel_\d+[\\/]\d+\.py$|^<ipython-input-")
 
 

@@ -49,7 +49,9 @@ def sinusoid_frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
     return base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
 
 
-def sinusoidal_table(length: int, d_model: int, base: float = 10000.0, dtype: torch.dtype | None = None) -> torch.Tensor:
+def sinusoidal_table(
+    length: int, d_model: int, base: float = 10000.0, dtype: torch.dtype | None = None
+) -> torch.Tensor:
     """The sinusoidal encodings of positions ``0 .. length - 1``: shape ``(length, d_model)``.
 
     Column ``2i`` holds ``sin(ω_i p)`` and column ``2i + 1`` holds ``cos(ω_i p)``.
@@ -63,7 +65,9 @@ def sinusoidal_table(length: int, d_model: int, base: float = 10000.0, dtype: to
     return table.reshape(length, d_model).to(dtype or torch.get_default_dtype())
 
 
-def rotation_for_offset(offset: int | float, d_model: int, base: float = 10000.0, dtype: torch.dtype | None = None) -> torch.Tensor:
+def rotation_for_offset(
+    offset: int | float, d_model: int, base: float = 10000.0, dtype: torch.dtype | None = None
+) -> torch.Tensor:
     """The ``(d_model, d_model)`` matrix ``M_k`` with ``table[p + k] = M_k @ table[p]`` for every position ``p``.
 
     It is block diagonal: the pair ``(sin ω_i p, cos ω_i p)`` is turned by the
@@ -99,7 +103,9 @@ class SinusoidalPositionalEncoding(nn.Module):
     token at a time).
     """
 
-    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0, base: float = 10000.0, extend: bool = True) -> None:
+    def __init__(
+        self, d_model: int, max_len: int = 512, dropout: float = 0.0, base: float = 10000.0, extend: bool = True
+    ) -> None:
         super().__init__()
         if max_len < 1:
             raise ValueError(f"max_len must be >= 1, got {max_len}")

@@ -48,7 +48,9 @@ __all__ = [
 def lengths_from_mask(mask: torch.Tensor, name: str = "src_mask") -> torch.Tensor:
     """Sentence lengths ``(B,)`` from a padding mask ``(B, S)`` whose ``True`` entries form a suffix of each row."""
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        raise TypeError(f"{name} must be a bool tensor (True = padding), got {getattr(mask, 'dtype', type(mask).__name__)}")
+        raise TypeError(
+            f"{name} must be a bool tensor (True = padding), got {getattr(mask, 'dtype', type(mask).__name__)}"
+        )
     if mask.dim() != 2:
         raise ValueError(f"{name} must have shape (B, S), got shape {tuple(mask.shape)}")
     lengths = (~mask).sum(dim=1)
@@ -88,7 +90,8 @@ class Seq2SeqConfig:
                 raise TypeError(f"Seq2SeqConfig.{name} must be True or False, got {getattr(self, name)!r}")
         if self.bidirectional and self.hidden_size % 2:
             raise ValueError(
-                f"a bidirectional encoder splits hidden_size between its two directions: it must be even, got {self.hidden_size}"
+                "a bidirectional encoder splits hidden_size between its "
+                f"two directions: it must be even, got {self.hidden_size}"
             )
         if not 0.0 <= float(self.dropout) < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
@@ -111,13 +114,20 @@ class GRUEncoder(nn.Module):
     """
 
     def __init__(
-        self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int = 1, dropout: float = 0.0, pad_id: int = 0,
+        self,
+        vocab_size: int,
+        embed_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        dropout: float = 0.0,
+        pad_id: int = 0,
         bidirectional: bool = False,
     ) -> None:
         super().__init__()
         if bidirectional and hidden_size % 2:
             raise ValueError(
-                f"a bidirectional encoder splits hidden_size between its two directions: it must be even, got {hidden_size}"
+                "a bidirectional encoder splits hidden_size between its "
+                f"two directions: it must be even, got {hidden_size}"
             )
         self.vocab_size = vocab_size
         self.bidirectional = bidirectional
@@ -126,7 +136,12 @@ class GRUEncoder(nn.Module):
         # GRU's own dropout acts between layers only (it warns if there is one layer).
         width = hidden_size // 2 if bidirectional else hidden_size
         self.rnn = nn.GRU(
-            embed_size, width, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0, bidirectional=bidirectional
+            embed_size,
+            width,
+            num_layers,
+            batch_first=True,
+            dropout=dropout if num_layers > 1 else 0.0,
+            bidirectional=bidirectional,
         )
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -138,7 +153,9 @@ class GRUEncoder(nn.Module):
             return self._join_directions(*self.rnn(embedded))
         lengths = lengths_from_mask(src_mask)
         if src_mask.shape != src.shape:
-            raise ValueError(f"src_mask of shape {tuple(src_mask.shape)} does not match src of shape {tuple(src.shape)}")
+            raise ValueError(
+                f"src_mask of shape {tuple(src_mask.shape)} does not match src of shape {tuple(src.shape)}"
+            )
         if not src_mask.any():
             return self._join_directions(*self.rnn(embedded))
         if (lengths == 0).any():
@@ -149,7 +166,7 @@ class GRUEncoder(nn.Module):
         return self._join_directions(outputs, state)
 
     def _join_directions(self, outputs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """PyTorch's bidirectional state ``(2L, B, H/2)``, layer by layer, becomes ``(L, B, H)``: [forward; backward]."""
+        """PyTorch's bidirectional state ``(2L, B, H/2)`` becomes ``(L, B, H)``, layer by layer: [forward; backward]."""
         if not self.bidirectional:
             return outputs, state
         layers = state.unflatten(0, (-1, 2))  # (L, 2, B, H/2): direction 0 forward, 1 backward
@@ -175,9 +192,20 @@ class DecoderState:
     attention: torch.Tensor | None = None
 
     def select(self, index: torch.Tensor) -> "DecoderState":
-        """The state of the batch rows ``index`` (in that order, repeats allowed): beam search uses it to expand and reorder beams."""
-        if not isinstance(index, torch.Tensor) or index.dim() != 1 or index.is_floating_point() or index.dtype == torch.bool:
-            raise TypeError(f"index must be a 1-D tensor of integer row indices, got {getattr(index, 'dtype', type(index).__name__)}")
+        """The state of the batch rows ``index`` (in that order, repeats allowed).
+
+        Beam search uses it to expand and reorder its beams.
+        """
+        if (
+            not isinstance(index, torch.Tensor)
+            or index.dim() != 1
+            or index.is_floating_point()
+            or index.dtype == torch.bool
+        ):
+            raise TypeError(
+                "index must be a 1-D tensor of integer row indices, "
+                f"got {getattr(index, 'dtype', type(index).__name__)}"
+            )
         index = index.to(self.hidden.device)
 
         def rows(x: torch.Tensor | None) -> torch.Tensor | None:
@@ -203,15 +231,31 @@ class PlainDecoder(nn.Module):
     forcing the whole target runs through the GRU in one call.
     """
 
-    def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int = 1, dropout: float = 0.0, pad_id: int = 0) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        dropout: float = 0.0,
+        pad_id: int = 0,
+    ) -> None:
         super().__init__()
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
         self.dropout = nn.Dropout(dropout)
-        self.rnn = nn.GRU(embed_size + hidden_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0)
+        self.rnn = nn.GRU(
+            embed_size + hidden_size,
+            hidden_size,
+            num_layers,
+            batch_first=True,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
         self.output = nn.Linear(2 * hidden_size, vocab_size)  # reads [s_t; c]
 
-    def init_state(self, enc_outputs: torch.Tensor, enc_state: torch.Tensor, src_mask: torch.Tensor | None) -> DecoderState:
+    def init_state(
+        self, enc_outputs: torch.Tensor, enc_state: torch.Tensor, src_mask: torch.Tensor | None
+    ) -> DecoderState:
         return DecoderState(hidden=enc_state, context=enc_state[-1])
 
     def forward(self, tgt_in: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, DecoderState]:
@@ -235,16 +279,32 @@ class AttentionDecoder(nn.Module):
     the two decoders are the same, so that comparing them measures attention.
     """
 
-    def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int = 1, dropout: float = 0.0, pad_id: int = 0) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        dropout: float = 0.0,
+        pad_id: int = 0,
+    ) -> None:
         super().__init__()
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
         self.dropout = nn.Dropout(dropout)
         self.attention = AdditiveAttention(hidden_size, hidden_size, hidden_size)
-        self.rnn = nn.GRU(embed_size + hidden_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0)
+        self.rnn = nn.GRU(
+            embed_size + hidden_size,
+            hidden_size,
+            num_layers,
+            batch_first=True,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
         self.output = nn.Linear(2 * hidden_size, vocab_size)  # reads [s_t; c_t]
 
-    def init_state(self, enc_outputs: torch.Tensor, enc_state: torch.Tensor, src_mask: torch.Tensor | None) -> DecoderState:
+    def init_state(
+        self, enc_outputs: torch.Tensor, enc_state: torch.Tensor, src_mask: torch.Tensor | None
+    ) -> DecoderState:
         return DecoderState(
             hidden=enc_state,
             memory=enc_outputs,
@@ -259,7 +319,9 @@ class AttentionDecoder(nn.Module):
         hidden, outputs, weights = state.hidden, [], []
         for t in range(tgt_in.shape[1]):
             query = hidden[-1][:, None, :]  # (B, 1, H): the top layer's previous state
-            context, w = self.attention(query, state.memory, state.memory, state.memory_mask, projected_keys=state.projected_keys)
+            context, w = self.attention(
+                query, state.memory, state.memory, state.memory_mask, projected_keys=state.projected_keys
+            )
             step_in = torch.cat([embedded[:, t : t + 1], context], dim=-1)  # (B, 1, E + H)
             out, hidden = self.rnn(step_in, hidden)
             outputs.append(torch.cat([out, context], dim=-1))  # (B, 1, 2H)
@@ -278,7 +340,9 @@ class Seq2Seq(nn.Module):
             raise TypeError(f"Seq2Seq needs a Seq2SeqConfig, got {type(config).__name__}")
         self.config = config
         c = config
-        self.encoder = GRUEncoder(c.src_vocab_size, c.embed_size, c.hidden_size, c.num_layers, c.dropout, c.pad_id, c.bidirectional)
+        self.encoder = GRUEncoder(
+            c.src_vocab_size, c.embed_size, c.hidden_size, c.num_layers, c.dropout, c.pad_id, c.bidirectional
+        )
         decoder = AttentionDecoder if c.attention else PlainDecoder
         self.decoder = decoder(c.tgt_vocab_size, c.embed_size, c.hidden_size, c.num_layers, c.dropout, c.pad_id)
 
@@ -292,7 +356,10 @@ class Seq2Seq(nn.Module):
     def forward(
         self, src: torch.Tensor, src_mask: torch.Tensor | None, tgt_in: torch.Tensor, return_attention: bool = False
     ):
-        """Teacher-forced logits ``(B, T, V)``; with ``return_attention``, also the weights ``(B, T, S)`` (``None`` for the plain model)."""
+        """Teacher-forced logits ``(B, T, V)``.
+
+        With ``return_attention``, also the weights ``(B, T, S)`` (``None`` for the plain model).
+        """
         if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
             raise ValueError(f"tgt_in must have shape (B, T) with B = {src.shape[0]}, got shape {tuple(tgt_in.shape)}")
         state = self.start(src, src_mask)

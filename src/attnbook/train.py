@@ -77,7 +77,9 @@ def _check_smoothing(label_smoothing: float, vocab: int) -> float:
     if not 0.0 <= label_smoothing < 1.0:
         raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
     if label_smoothing > 0 and vocab < 3:
-        raise ValueError(f"label smoothing needs a vocabulary of at least 3 tokens (the true one, <pad>, another), got {vocab}")
+        raise ValueError(
+            f"label smoothing needs a vocabulary of at least 3 tokens (the true one, <pad>, another), got {vocab}"
+        )
     return float(label_smoothing)
 
 
@@ -126,7 +128,10 @@ def sequence_loss(
     if logits.dim() != 3:
         raise ValueError(f"logits must have shape (B, T, V), got shape {tuple(logits.shape)}")
     if targets.shape != logits.shape[:2]:
-        raise ValueError(f"targets of shape {tuple(targets.shape)} do not match logits of shape {tuple(logits.shape)} (expected (B, T))")
+        raise ValueError(
+            f"targets of shape {tuple(targets.shape)} do not match "
+            f"logits of shape {tuple(logits.shape)} (expected (B, T))"
+        )
     if targets.is_floating_point() or targets.dtype == torch.bool:
         raise TypeError(f"targets must hold integer token indices, got dtype {targets.dtype}")
     vocab = logits.shape[-1]
@@ -136,7 +141,9 @@ def sequence_loss(
     if reduction not in {"mean", "sum"}:
         raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
     eps = _check_smoothing(label_smoothing, vocab)
-    total = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1), ignore_index=pad_id, reduction="sum")  # sum of -log p_y
+    total = F.cross_entropy(
+        logits.reshape(-1, vocab), targets.reshape(-1), ignore_index=pad_id, reduction="sum"
+    )  # sum of -log p_y
     real = targets != pad_id  # (B, T)
     if eps > 0:
         log_probs = torch.log_softmax(logits, dim=-1)  # (B, T, V)
@@ -214,7 +221,14 @@ class NoamSchedule(torch.optim.lr_scheduler.LRScheduler):
     ``state_dict()`` / ``load_state_dict()`` resume it where it stopped.
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, d_model: int, warmup: int = 4000, factor: float = 1.0, last_epoch: int = -1) -> None:
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        d_model: int,
+        warmup: int = 4000,
+        factor: float = 1.0,
+        last_epoch: int = -1,
+    ) -> None:
         if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
             raise ValueError(f"d_model must be an int >= 1, got {d_model!r}")
         if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 1:
@@ -233,7 +247,9 @@ class NoamSchedule(torch.optim.lr_scheduler.LRScheduler):
 
 
 def shorten_warmup(schedule: NoamSchedule, warmup: int) -> None:
-    """Make ``schedule`` reach its peak rate after ``warmup`` steps instead: its factor shrinks with the warm-up's square root.
+    """Make ``schedule`` reach its peak rate after ``warmup`` steps instead.
+
+    Its factor shrinks with the warm-up's square root.
 
     The peak is ``factor / sqrt(d_model * warmup)``; keeping the factor would
     raise it. The coming optimizer step already uses the new curve.
@@ -337,10 +353,22 @@ class History:
             ax.plot(x, y, color="tab:blue", alpha=0.35, lw=1, label="training batches")
         done = self.epochs
         if done:
-            ax.plot([e.epoch for e in done], [e.train_loss for e in done], "o-", color="tab:blue", label="training (epoch mean)")
+            ax.plot(
+                [e.epoch for e in done],
+                [e.train_loss for e in done],
+                "o-",
+                color="tab:blue",
+                label="training (epoch mean)",
+            )
             valid = [e for e in done if e.valid_loss is not None]
             if valid:
-                ax.plot([e.epoch for e in valid], [e.valid_loss for e in valid], "s-", color="tab:orange", label="validation")
+                ax.plot(
+                    [e.epoch for e in valid],
+                    [e.valid_loss for e in valid],
+                    "s-",
+                    color="tab:orange",
+                    label="validation",
+                )
         ax.set(xlabel="epoch", ylabel="loss per target token", title=title or "Training")
         ax.grid(True, alpha=0.3)
         if self.steps or done:
@@ -531,7 +559,9 @@ class CheckpointMismatch(ValueError):
 def _config_dict(model: nn.Module) -> dict:
     config = getattr(model, "config", None)
     if config is None or not dataclasses.is_dataclass(config):
-        raise TypeError(f"{type(model).__name__} has no dataclass `config`; a checkpoint stores the config beside the weights")
+        raise TypeError(
+            f"{type(model).__name__} has no dataclass `config`; a checkpoint stores the config beside the weights"
+        )
     return dataclasses.asdict(config)
 
 
@@ -590,7 +620,11 @@ def load_checkpoint(path: str | Path, model: nn.Module) -> dict:
     saved, ours = payload["config"], _config_dict(model)
     if saved != ours:
         keys = sorted(set(saved) | set(ours))
-        diffs = [f"{k}: checkpoint {saved.get(k, '<missing>')!r}, model {ours.get(k, '<missing>')!r}" for k in keys if saved.get(k) != ours.get(k)]
+        diffs = [
+            f"{k}: checkpoint {saved.get(k, '<missing>')!r}, model {ours.get(k, '<missing>')!r}"
+            for k in keys
+            if saved.get(k) != ours.get(k)
+        ]
         raise CheckpointMismatch(f"{name} was saved from another configuration; " + "; ".join(diffs))
     try:
         model.load_state_dict(payload["state_dict"])

@@ -261,7 +261,9 @@ class DecoderLayer(nn.Module):
 
         def cross_attend(h):
             q = self.cross_attention.project_query(h)
-            return self.cross_attention.attend(q, memory_keys, memory_values, key_padding_mask=memory_mask, need_weights=need_weights)
+            return self.cross_attention.attend(
+                q, memory_keys, memory_values, key_padding_mask=memory_mask, need_weights=need_weights
+            )
 
         x = self.add_norm1(x, self_attend)
         if need_weights:
@@ -298,7 +300,8 @@ class Encoder(nn.Module):
         super().__init__()
         _check_positive(num_layers=num_layers)
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, attention_dropout, ffn_dropout) for _ in range(num_layers)
+            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, attention_dropout, ffn_dropout)
+            for _ in range(num_layers)
         )
         # A pre-LN stack adds every sublayer's output to an unnormalized stream: normalize it once at the end.
         self.norm = nn.LayerNorm(d_model) if norm_first else None
@@ -340,7 +343,8 @@ class Decoder(nn.Module):
         super().__init__()
         _check_positive(num_layers=num_layers)
         self.layers = nn.ModuleList(
-            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, attention_dropout, ffn_dropout) for _ in range(num_layers)
+            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, attention_dropout, ffn_dropout)
+            for _ in range(num_layers)
         )
         self.norm = nn.LayerNorm(d_model) if norm_first else None
 
@@ -413,7 +417,8 @@ class TransformerConfig:
             elif f.name == "pad_id":
                 if not 0 <= value < min(self.src_vocab_size, self.tgt_vocab_size):
                     raise ValueError(
-                        f"pad_id {value} is outside the vocabularies (sizes {self.src_vocab_size} and {self.tgt_vocab_size})"
+                        f"pad_id {value} is outside the vocabularies (sizes "
+                        f"{self.src_vocab_size} and {self.tgt_vocab_size})"
                     )
             elif value < 1:
                 raise ValueError(f"TransformerConfig.{f.name} must be >= 1, got {value}")
@@ -423,11 +428,14 @@ class TransformerConfig:
                 f"each head gets d_model // num_heads features"
             )
         if self.d_model % 2:
-            raise ValueError(f"d_model must be even (the sinusoidal positions come in sin/cos pairs), got {self.d_model}")
+            raise ValueError(
+                f"d_model must be even (the sinusoidal positions come in sin/cos pairs), got {self.d_model}"
+            )
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
                 f"share_embeddings=True needs one vocabulary for source and target, but the sizes differ "
-                f"({self.src_vocab_size} and {self.tgt_vocab_size}); build a joint vocabulary or set share_embeddings=False"
+                f"({self.src_vocab_size} and {self.tgt_vocab_size}); "
+                "build a joint vocabulary or set share_embeddings=False"
             )
 
 
@@ -491,9 +499,16 @@ class TransformerState:
 
     def select(self, index: torch.Tensor) -> "TransformerState":
         """The state of the batch rows ``index`` (a 1-D LongTensor; rows may repeat, as when expanding to beams)."""
-        if not isinstance(index, torch.Tensor) or index.dim() != 1 or index.is_floating_point() or index.dtype == torch.bool:
-            raise TypeError(f"select takes a 1-D integer tensor of batch rows, got {getattr(index, 'dtype', type(index).__name__)} "
-                            f"of shape {tuple(getattr(index, 'shape', ()))}")
+        if (
+            not isinstance(index, torch.Tensor)
+            or index.dim() != 1
+            or index.is_floating_point()
+            or index.dtype == torch.bool
+        ):
+            raise TypeError(
+                f"select takes a 1-D integer tensor of batch rows, got {getattr(index, 'dtype', type(index).__name__)} "
+                f"of shape {tuple(getattr(index, 'shape', ()))}"
+            )
         B = self.batch_size
         if index.numel() and (int(index.min()) < 0 or int(index.max()) >= B):
             raise IndexError(f"select: row indices must be in [0, {B}), got {index.tolist()}")
@@ -538,7 +553,16 @@ class Transformer(nn.Module):
         self.src_embedding = self.tgt_embedding if c.share_embeddings else nn.Embedding(c.src_vocab_size, c.d_model)
         # The table is fixed (no parameters), shared by both sides; dropout acts on embedding + position.
         self.positional = SinusoidalPositionalEncoding(c.d_model, max_len=c.max_len, dropout=c.dropout, extend=False)
-        args = (c.d_model, c.num_heads, c.num_layers, c.d_ff, c.dropout, c.norm_first, c.attention_dropout, c.ffn_dropout)
+        args = (
+            c.d_model,
+            c.num_heads,
+            c.num_layers,
+            c.d_ff,
+            c.dropout,
+            c.norm_first,
+            c.attention_dropout,
+            c.ffn_dropout,
+        )
         self.encoder = Encoder(*args)
         self.decoder = Decoder(*args)
         self.output = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
@@ -546,7 +570,7 @@ class Transformer(nn.Module):
         self.reset_embeddings()
 
     def reset_embeddings(self) -> None:
-        """Normal with standard deviation ``d_model ** -0.5``: scaled by ``√d_model``, an embedding has unit-size entries.
+        """Normal with standard deviation ``d_model ** -0.5``: scaled by ``√d_model``, its entries have unit size.
 
         ``nn.Embedding``'s own N(0, 1) would make the scaled embeddings ``√d_model``
         times larger than the positions, and, through the tied output
@@ -558,7 +582,9 @@ class Transformer(nn.Module):
 
     # --- inputs ------------------------------------------------------------------------------
 
-    def _embed(self, ids: torch.Tensor, embedding: nn.Embedding, vocab_size: int, name: str, start: int = 0) -> torch.Tensor:
+    def _embed(
+        self, ids: torch.Tensor, embedding: nn.Embedding, vocab_size: int, name: str, start: int = 0
+    ) -> torch.Tensor:
         check_token_ids(ids, vocab_size, f"{name} token ids")
         if ids.dim() != 2:
             raise ValueError(f"{name} must have shape (B, length), got shape {tuple(ids.shape)}")
@@ -586,7 +612,7 @@ class Transformer(nn.Module):
     # --- the two halves --------------------------------------------------------------------------
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None, return_attention: bool = False):
-        """The encoder's output, the *memory* ``(B, S, d_model)`` (and the weights per layer with ``return_attention``)."""
+        """The encoder's output, the *memory* ``(B, S, d_model)``; with ``return_attention``, each layer's weights."""
         x = self._embed(src, self.src_embedding, self.config.src_vocab_size, "src")
         self._check_mask(src_mask, src, "src_mask")
         if src_mask is not None and src_mask.all(dim=1).any():
@@ -601,9 +627,15 @@ class Transformer(nn.Module):
         tgt_mask: torch.Tensor | None = None,
         return_attention: bool = False,
     ):
-        """Logits ``(B, T, V)`` for target inputs ``tgt_in (B, T)`` given the memory (and the weights with ``return_attention``)."""
+        """Logits ``(B, T, V)`` for target inputs ``tgt_in (B, T)`` given the memory.
+
+        With ``return_attention``, also the weights.
+        """
         if not isinstance(memory, torch.Tensor) or memory.dim() != 3 or memory.shape[-1] != self.config.d_model:
-            raise ValueError(f"memory must have shape (B, S, d_model={self.config.d_model}), got {tuple(getattr(memory, 'shape', ()))}")
+            raise ValueError(
+                f"memory must have shape (B, S, d_model={self.config.d_model}), "
+                f"got {tuple(getattr(memory, 'shape', ()))}"
+            )
         x = self._embed(tgt_in, self.tgt_embedding, self.config.tgt_vocab_size, "tgt_in")
         if tgt_in.shape[0] != memory.shape[0]:
             raise ValueError(f"tgt_in has {tgt_in.shape[0]} sentences but the memory has {memory.shape[0]}")
@@ -627,7 +659,9 @@ class Transformer(nn.Module):
         """Teacher-forced logits ``(B, T, V)``; with ``return_attention``, also an :class:`AttentionMaps`."""
         if isinstance(src, torch.Tensor) and isinstance(tgt_in, torch.Tensor) and src.dim() == 2 and tgt_in.dim() == 2:
             if tgt_in.shape[0] != src.shape[0]:
-                raise ValueError(f"tgt_in must have shape (B, T) with B = {src.shape[0]}, got shape {tuple(tgt_in.shape)}")
+                raise ValueError(
+                    f"tgt_in must have shape (B, T) with B = {src.shape[0]}, got shape {tuple(tgt_in.shape)}"
+                )
         if not return_attention:
             return self.decode(tgt_in, self.encode(src, src_mask), src_mask, tgt_mask)
         memory, enc_weights = self.encode(src, src_mask, return_attention=True)
@@ -662,12 +696,15 @@ class Transformer(nn.Module):
         if not isinstance(state, TransformerState):
             raise TypeError(f"step needs the TransformerState that start() returned, got {type(state).__name__}")
         if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1:
-            raise ValueError(f"step takes one token per sentence, shape (B,), got shape {tuple(getattr(tokens, 'shape', ()))}")
+            raise ValueError(
+                f"step takes one token per sentence, shape (B,), got shape {tuple(getattr(tokens, 'shape', ()))}"
+            )
         if tokens.shape[0] != state.batch_size:
             raise ValueError(f"step got {tokens.shape[0]} tokens for a state of {state.batch_size} sentences")
         if state.position >= self.config.max_len:
             raise ValueError(
-                f"cannot decode position {state.position}: the positional table holds positions 0..{self.config.max_len - 1} "
+                f"cannot decode position {state.position}: the positional "
+                f"table holds positions 0..{self.config.max_len - 1} "
                 f"(TransformerConfig.max_len={self.config.max_len}); ask for fewer tokens"
             )
         history = torch.cat([state.tokens, tokens[:, None].to(state.tokens.device)], dim=1)  # (B, t + 1)
@@ -682,7 +719,13 @@ class Transformer(nn.Module):
         last = len(self.decoder.layers) - 1
         for i, layer in enumerate(self.decoder.layers):
             out = layer.step(
-                x, state.keys[i], state.values[i], state.memory_keys[i], state.memory_values[i], state.memory_mask, need_weights=i == last
+                x,
+                state.keys[i],
+                state.values[i],
+                state.memory_keys[i],
+                state.memory_values[i],
+                state.memory_mask,
+                need_weights=i == last,
             )
             x, k, v = out[:3]
             keys.append(k)

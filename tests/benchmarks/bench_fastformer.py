@@ -73,7 +73,7 @@ def contenders(seed: int = 0) -> dict:
 
 
 def explicit_bytes(n: int) -> int:
-    """What the explicit attention holds at its peak, about: scores, weights and two gradients of (heads, N, N) floats."""
+    """What explicit attention holds at its peak, about: scores, weights and two gradients of (heads, N, N) floats."""
     return 4 * MHA_HEADS * n * n * 4
 
 
@@ -211,7 +211,8 @@ def crossover(fast: dict[int, float], other: dict[int, float]) -> str:
         return f"above N={common[-1]} (still {1 / ratios[-1][1]:.2f}x slower there)"
     (n0, r0), (n1, r1) = ratios[last], ratios[last + 1]
     t = -math.log(r0) / (math.log(r1) - math.log(r0))
-    return f"N ~ {math.exp(math.log(n0) + t * (math.log(n1) - math.log(n0))):,.0f} (between {n0} and {n1}; faster at every length after)"
+    crossing = math.exp(math.log(n0) + t * (math.log(n1) - math.log(n0)))
+    return f"N ~ {crossing:,.0f} (between {n0} and {n1}; faster at every length after)"
 
 
 def report(times: dict, memory: dict, paired: dict[int, float], record: Report) -> None:
@@ -230,7 +231,8 @@ def report(times: dict, memory: dict, paired: dict[int, float], record: Report) 
         span = [n for n in times[name] if n >= SLOPE_FROM]
         if span:
             print(
-                f"  {name:<11} time {slopes[name]:5.2f}   peak memory {mem_slopes[name]:5.2f}   (N={min(span)}..{max(span)})"
+                f"  {name:<11} time {slopes[name]:5.2f}   peak memory "
+                f"{mem_slopes[name]:5.2f}   (N={min(span)}..{max(span)})"
             )
     crossings = {name: crossover(fast, times[name]) for name in ("mha", "explicit")}
     print("\ncrossover (Fastformer becomes the faster one):")
@@ -250,7 +252,8 @@ def report(times: dict, memory: dict, paired: dict[int, float], record: Report) 
     r = ratios["mha / fastformer"].get(RATIO_AT, float("nan"))
     met = record.target(f"MultiHeadAttention / Fastformer at N={RATIO_AT}", r, RATIO_GOAL, higher_is_better=True)
     print(
-        f"goal: at N={RATIO_AT}, MultiHeadAttention / Fastformer >= {RATIO_GOAL}: {r:.1f}, {'met' if met else 'NOT met'}"
+        f"goal: at N={RATIO_AT}, MultiHeadAttention / Fastformer "
+        f">= {RATIO_GOAL}: {r:.1f}, {'met' if met else 'NOT met'}"
     )
     report_causal(paired, record, lengths)
 

@@ -221,7 +221,8 @@ def kv_cache(corpus, repeats: int, n_tokens: int = 64) -> dict[str, dict[str, fl
                 "speedup": round(uncached / cached, 2),
             }
             print(
-                f"  batch {batch_size:>2}: cached {1000 * cached:8.1f} ms, uncached {1000 * uncached:8.1f} ms, speed-up {uncached / cached:.1f}x"
+                f"  batch {batch_size:>2}: cached {1000 * cached:8.1f} ms, uncached "
+                f"{1000 * uncached:8.1f} ms, speed-up {uncached / cached:.1f}x"
             )
     return results
 
@@ -246,7 +247,8 @@ def beam_times(corpus, epochs: int, repeats: int) -> dict[str, dict[str, float]]
     )
     test = corpus.test[:200]
     print(
-        f"\n[3] decoding {len(test)} test sentences with the chapter's model trained {epochs} epochs (seconds per sentence)"
+        f"\n[3] decoding {len(test)} test sentences with the chapter's "
+        f"model trained {epochs} epochs (seconds per sentence)"
     )
     results = {}
     for batch_size in (64, 1):
@@ -286,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     batches = [b for _, b in zip(range(args.batches), corpus.batches("train", batch_size=BATCH, seed=0))]
     n_tokens = sum(int((b.tgt_out != 0).sum()) for b in batches)
     print(
-        f"{corpus}; {len(batches)} batches of {BATCH} pairs ({n_tokens} target tokens); float32, {args.threads} threads; "
+        f"{corpus}; {len(batches)} batches of {BATCH} pairs ({n_tokens} "
+        f"target tokens); float32, {args.threads} threads; "
         f"medians of {args.repeats} runs"
     )
     record.figure(

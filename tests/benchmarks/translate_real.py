@@ -63,7 +63,16 @@ sys.path.insert(0, str(HERE))
 from _report import Report  # noqa: E402
 
 #: d2l's chapter-11 Transformer and its training recipe (section 11.7 of the d2l book).
-D2L = {"d_model": 256, "num_layers": 2, "num_heads": 4, "d_ff": 64, "dropout": 0.2, "lr": 0.001, "batch": 128, "clip": 1.0}
+D2L = {
+    "d_model": 256,
+    "num_layers": 2,
+    "num_heads": 4,
+    "d_ff": 64,
+    "dropout": 0.2,
+    "lr": 0.001,
+    "batch": 128,
+    "clip": 1.0,
+}
 GOAL = 2.0  # ours at least twice d2l's BLEU
 
 
@@ -122,27 +131,56 @@ def cli(args: list[str], threads: int, log: Path) -> float:
 def ours(direction: dict, train: Path, test: Path, work: Path, minutes: float, threads: int) -> dict:
     run, log = work / "ours", work / "ours.log"
     languages = ["--src", direction["src"], "--tgt", direction["tgt"]] + (["--reverse"] if direction["reverse"] else [])
-    seconds = cli(["train", "--pairs", train, *languages, "--out", run, "--minutes", minutes, "--device", "cpu"], threads, log)
+    seconds = cli(
+        ["train", "--pairs", train, *languages, "--out", run, "--minutes", minutes, "--device", "cpu"], threads, log
+    )
     result = {"train_seconds": seconds, "decodings": {}}
-    ways = {"chosen": [], "greedy": ["--beam", "1"], "beam 4, α 0.6, source + 50": ["--beam", "4", "--alpha", "0.6", "--max-len-a", "1", "--max-len-b", "50"]}
+    ways = {
+        "chosen": [],
+        "greedy": ["--beam", "1"],
+        "beam 4, α 0.6, source + 50": ["--beam", "4", "--alpha", "0.6", "--max-len-a", "1", "--max-len-b", "50"],
+    }
     for name, options in ways.items():
         scores = work / f"ours-{len(result['decodings'])}.json"
         cli(["evaluate", run, "--test", test, "--device", "cpu", "--json", scores, *options], threads, log)
         result["decodings"][name] = json.loads(scores.read_text())
     events = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
-    result["epochs"] = [{k: e[k] for k in ("epoch", "train_loss", "valid_loss", "seconds", "tokens_per_second")} for e in events if e["event"] == "epoch"]
+    result["epochs"] = [
+        {k: e[k] for k in ("epoch", "train_loss", "valid_loss", "seconds", "tokens_per_second")}
+        for e in events
+        if e["event"] == "epoch"
+    ]
     result["average"] = next((e for e in events if e["event"] == "average"), None)
-    result["dropout"] = [{k: v for k, v in e.items() if k not in ("event", "time")} for e in events if e["event"] == "dropout"]
+    result["dropout"] = [
+        {k: v for k, v in e.items() if k not in ("event", "time")} for e in events if e["event"] == "dropout"
+    ]
     result["chosen_decoding"] = json.loads((run / "decoding.json").read_text())
     config = json.loads((run / "config.json").read_text())
-    result["split_sizes"], result["tokens"], result["settings"] = config["split_sizes"], config["tokens"], config["settings"]
+    result["split_sizes"], result["tokens"], result["settings"] = (
+        config["split_sizes"],
+        config["tokens"],
+        config["settings"],
+    )
     result["vocab_sizes"] = [config["model"]["src_vocab_size"], config["model"]["tgt_vocab_size"]]
     return result
 
 
 def d2l(direction: dict, train: Path, test: Path, work: Path, seconds: float, threads: int) -> dict:
     out = work / "d2l.json"
-    command = [sys.executable, __file__, "--d2l-worker", f"{train}:{direction['src']}:{direction['tgt']}" + (":reverse" if direction["reverse"] else ""), "--test-file", str(test), "--seconds", str(seconds), "--threads", str(threads), "--worker-out", str(out)]
+    command = [
+        sys.executable,
+        __file__,
+        "--d2l-worker",
+        f"{train}:{direction['src']}:{direction['tgt']}" + (":reverse" if direction["reverse"] else ""),
+        "--test-file",
+        str(test),
+        "--seconds",
+        str(seconds),
+        "--threads",
+        str(threads),
+        "--worker-out",
+        str(out),
+    ]
     with open(work / "d2l.log", "w", encoding="utf-8") as log:
         status = subprocess.run(command, env=environment(threads), stdout=log, stderr=subprocess.STDOUT).returncode
     if status != 0:
@@ -174,7 +212,15 @@ def d2l_worker(args: argparse.Namespace) -> int:
     tgt_vocab = Vocab.build((p.tgt_tok for p in train), min_freq=2)
     truecase = build_truecase(train)
     dataset = PairDataset(train, src_vocab, tgt_vocab)
-    model = d2l_transformer(len(src_vocab), len(tgt_vocab), D2L["d_model"], D2L["num_heads"], D2L["num_layers"], D2L["d_ff"], dropout=D2L["dropout"])
+    model = d2l_transformer(
+        len(src_vocab),
+        len(tgt_vocab),
+        D2L["d_model"],
+        D2L["num_heads"],
+        D2L["num_layers"],
+        D2L["d_ff"],
+        dropout=D2L["dropout"],
+    )
     first = collate([dataset[i] for i in range(2)])
     model(first.src, first.src_mask, first.tgt_in)  # d2l's LazyLinear takes its shape here
     optimizer = torch.optim.Adam(model.parameters(), lr=D2L["lr"])
@@ -217,7 +263,16 @@ def d2l_worker(args: argparse.Namespace) -> int:
                     break
             hypotheses += [to_text(tgt_vocab.decode(row[1:]), direction["tgt"], truecase) for row in out.tolist()]
     scores = text_scores(hypotheses, [p.tgt for p in test], direction["tgt"])
-    result = {"train_seconds": trained, "steps": steps, "complete_epochs": epochs, "training_pairs": len(train), "vocab_sizes": [len(src_vocab), len(tgt_vocab)], "decoding": "greedy", "scores": vars(scores), "recipe": D2L}
+    result = {
+        "train_seconds": trained,
+        "steps": steps,
+        "complete_epochs": epochs,
+        "training_pairs": len(train),
+        "vocab_sizes": [len(src_vocab), len(tgt_vocab)],
+        "decoding": "greedy",
+        "scores": vars(scores),
+        "recipe": D2L,
+    }
     Path(args.worker_out).write_text(json.dumps(result, indent=2), encoding="utf-8")
     return 0
 
@@ -226,7 +281,18 @@ def d2l_worker(args: argparse.Namespace) -> int:
 
 
 #: What makes our model as costly to train as in an earlier report (its first pass timed the machine).
-SHAPE = ("arch", "d_model", "num_heads", "num_layers", "d_ff", "batch_tokens", "tokens", "vocab", "pieces", "max_length")
+SHAPE = (
+    "arch",
+    "d_model",
+    "num_heads",
+    "num_layers",
+    "d_ff",
+    "batch_tokens",
+    "tokens",
+    "vocab",
+    "pieces",
+    "max_length",
+)
 
 
 #: How much faster or slower ours' first pass may have been in a report whose d2l result is reused.
@@ -251,8 +317,8 @@ def recorded_d2l(paths: list[str], name: str, n_train: int, n_test: int, mine: d
     ``book/results/translator_real.json``) counts only if it was made with as many threads on the same split
     (the direction, the pairs to train on and to test), for a time within 5% of this run's, and on a machine as
     fast as this one: processors of one name differ in speed, so ours' first pass, with a model of the same
-    shape, must have run within 5% of the speed it runs now (:func:`first_pass_speed`; d2l's BLEU after ten minutes depends on the
-    steps it could take: from English to Chinese 13.7 after 860 steps, 18.2 after 1,375, in
+    shape, must have run within 5% of the speed it runs now (:func:`first_pass_speed`; d2l's BLEU after ten
+    minutes depends on the steps it could take: from English to Chinese 13.7 after 860 steps, 18.2 after 1,375, in
     ``book/results/translator_real.json``). Of several, the one closest in speed.
     d2l's recipe does not change, so its run need not be repeated.
     """
@@ -269,7 +335,11 @@ def recorded_d2l(paths: list[str], name: str, n_train: int, n_test: int, mine: d
                 continue
             for earlier in report["figures"]["directions"]:
                 theirs, before = earlier["d2l"], earlier["ours"]
-                if (earlier["direction"], earlier["train_file_pairs"], earlier["test_pairs"]) != (name, n_train, n_test):
+                if (earlier["direction"], earlier["train_file_pairs"], earlier["test_pairs"]) != (
+                    name,
+                    n_train,
+                    n_test,
+                ):
                     continue
                 if abs(theirs["train_seconds"] - mine["train_seconds"]) > 0.05 * mine["train_seconds"]:
                     continue
@@ -277,7 +347,15 @@ def recorded_d2l(paths: list[str], name: str, n_train: int, n_test: int, mine: d
                     continue
                 speed, measure = first_pass_speed(mine["epochs"][0], before["epochs"][0])
                 if abs(speed - 1) <= SAME_SPEED:
-                    found.append((abs(speed - 1), {**theirs, "recorded": {"file": Path(path).name, "started": report["started"], measure: speed}}))
+                    found.append(
+                        (
+                            abs(speed - 1),
+                            {
+                                **theirs,
+                                "recorded": {"file": Path(path).name, "started": report["started"], measure: speed},
+                            },
+                        )
+                    )
     return min(found, key=lambda f: f[0])[1] if found else None
 
 
@@ -291,12 +369,24 @@ def generated_stand_in(work: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--direction", action="append", metavar="FILE:SRC:TGT[:reverse][:TEST]", help="a pairs file and a direction (repeat)")
+    parser.add_argument(
+        "--direction",
+        action="append",
+        metavar="FILE:SRC:TGT[:reverse][:TEST]",
+        help="a pairs file and a direction (repeat)",
+    )
     parser.add_argument("--minutes", type=float, default=10.0, help="ours: train --minutes (default 10)")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads of each system (default 2)")
     parser.add_argument("--test-pairs", type=int, default=1000, help="pairs held out for the test (default 1000)")
     parser.add_argument("--work", help="keep the runs in this folder (default: a temporary one)")
-    parser.add_argument("--d2l-from", action="append", default=[], metavar="JSON", help="reuse d2l's result from an earlier report of this script that measured the same split for as long on a machine as fast (repeat)")
+    parser.add_argument(
+        "--d2l-from",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="reuse d2l's result from an earlier report of this script that measured the same split "
+        "for as long on a machine as fast (repeat)",
+    )
     parser.add_argument("--d2l-worker", help=argparse.SUPPRESS)
     parser.add_argument("--test-file", help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
@@ -318,22 +408,45 @@ def main(argv: list[str] | None = None) -> int:
             work.mkdir(exist_ok=True)
             name = f"{direction['src']}→{direction['tgt']} ({Path(direction['file']).name})"
             train, test, n_train, n_test = hold_out(direction, work, args.test_pairs)
-            print(f"{name}: {n_train:,} pairs to train on, {n_test:,} held out; ours for {args.minutes:g} minutes ...", flush=True)
+            print(
+                f"{name}: {n_train:,} pairs to train on, {n_test:,} held out; ours for {args.minutes:g} minutes ...",
+                flush=True,
+            )
             mine = ours(direction, train, test, work, args.minutes, args.threads)
             print(f"  ours: {mine['train_seconds']:.0f} s in all; d2l for as long ...", flush=True)
             theirs = recorded_d2l(args.d2l_from, name, n_train, n_test, mine, args.threads)
             if theirs:
                 then = theirs["recorded"]
                 speed = then.get("tokens_per_second_now_over_then") or then["first_pass_then_over_now"]
-                print(f"  d2l: recorded in {then['file']} on {then['started']} (ours' first pass {speed:.2f} × as fast now as then)", flush=True)
+                print(
+                    f"  d2l: recorded in {then['file']} on {then['started']} "
+                    f"(ours' first pass {speed:.2f} × as fast now as then)",
+                    flush=True,
+                )
             else:
                 theirs = d2l(direction, train, test, work, mine["train_seconds"], args.threads)
             ratio = mine["decodings"]["chosen"]["scores"]["bleu"] / max(theirs["scores"]["bleu"], 1e-9)
-            results.append({"direction": name, "file_pairs": n_train + n_test if not direction["test"] else n_train, "train_file_pairs": n_train, "test_pairs": n_test, "ours": mine, "d2l": theirs, "bleu_ratio": ratio})
-            table = {way: {m: round(d["scores"][m], 3) for m in ("bleu", "chrf", "brevity_penalty")} for way, d in mine["decodings"].items()}
+            results.append(
+                {
+                    "direction": name,
+                    "file_pairs": n_train + n_test if not direction["test"] else n_train,
+                    "train_file_pairs": n_train,
+                    "test_pairs": n_test,
+                    "ours": mine,
+                    "d2l": theirs,
+                    "bleu_ratio": ratio,
+                }
+            )
+            table = {
+                way: {m: round(d["scores"][m], 3) for m in ("bleu", "chrf", "brevity_penalty")}
+                for way, d in mine["decodings"].items()
+            }
             table["d2l (greedy)"] = {m: round(theirs["scores"][m], 3) for m in ("bleu", "chrf", "brevity_penalty")}
             for way, row in table.items():
-                print(f"  {way:<28} BLEU {row['bleu']:5.1f}  chrF {row['chrf']:5.1f}  BP {row['brevity_penalty']:.3f}", flush=True)
+                print(
+                    f"  {way:<28} BLEU {row['bleu']:5.1f}  chrF {row['chrf']:5.1f}  BP {row['brevity_penalty']:.3f}",
+                    flush=True,
+                )
             report.target(f"{name}: BLEU ours / d2l", ratio, GOAL, higher_is_better=True)
         report.figure("minutes", args.minutes)
         report.figure("threads", args.threads)

@@ -296,5 +296,7 @@ def make_batches(
     jumps to epoch ``k``.
     """
     dataset = PairDataset(pairs, src_vocab, tgt_vocab)
-    sampler = BucketBatchSampler(dataset.lengths(), batch_size, shuffle=shuffle, seed=seed, bucket=bucket, drop_last=drop_last)
+    sampler = BucketBatchSampler(
+        dataset.lengths(), batch_size, shuffle=shuffle, seed=seed, bucket=bucket, drop_last=drop_last
+    )
     return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate)

@@ -306,7 +306,9 @@ class Vocab:
         n_sentences = 0
         for sentence in sentences:
             if isinstance(sentence, str):
-                raise TypeError("Vocab.build expects tokenized sentences (lists of tokens), got a string; call tokenize first")
+                raise TypeError(
+                    "Vocab.build expects tokenized sentences (lists of tokens), got a string; call tokenize first"
+                )
             counts.update(sentence)
             n_sentences += 1
         if n_sentences == 0 or not counts:
@@ -328,7 +330,9 @@ class Vocab:
     def __getitem__(self, token: str) -> int:
         """The id of ``token``; ``unk_id`` when it is unknown."""
         if not isinstance(token, str):
-            raise TypeError(f"vocab[...] looks up a token (a string), got {type(token).__name__}; use vocab.token(i) for an id")
+            raise TypeError(
+                f"vocab[...] looks up a token (a string), got {type(token).__name__}; use vocab.token(i) for an id"
+            )
         return self._stoi.get(token, self.unk_id)
 
     def __iter__(self):
@@ -358,7 +362,10 @@ class Vocab:
             else:
                 raise TypeError(f"a token id must be an integer, got {type(i).__name__}: {i!r}")
         if not 0 <= i < len(self._itos):
-            raise IndexError(f"token id {i} is out of range for this vocabulary of {len(self)} tokens (valid ids: 0 to {len(self) - 1})")
+            raise IndexError(
+                f"token id {i} is out of range for this vocabulary of "
+                f"{len(self)} tokens (valid ids: 0 to {len(self) - 1})"
+            )
         return self._itos[i]
 
     def encode(self, tokens: Sequence[str], add_bos: bool = False, add_eos: bool = False) -> list[int]:

@@ -73,12 +73,14 @@ check_global_query = Checker(
         ),
         Mistake(
             "heads interleaved",
-            "head h owns the consecutive features h*d_h .. (h+1)*d_h - 1: view q as (B, N, H, d_h), heads before features.",
+            "head h owns the consecutive features h*d_h .. (h+1)*d_h - 1: "
+            "view q as (B, N, H, d_h), heads before features.",
             _gq_heads_interleaved,
         ),
         Mistake(
             "one weight per position for all heads",
-            "each head has its own weights: pool head h's slice of q with head h's softmax, not with one shared set of weights.",
+            "each head has its own weights: pool head h's slice of q "
+            "with head h's softmax, not with one shared set of weights.",
             _gq_one_weight_per_position,
         ),
     ],
@@ -441,7 +443,8 @@ check_fastformer_parameter_count = Checker(
         ),
         Mistake(
             "a value projection counted",
-            "the authors' values reuse the queries' projection (share_value=True): there is no value layer unless share_value=False.",
+            "the authors' values reuse the queries' projection (share_value=True): "
+            "there is no value layer unless share_value=False.",
             _pc_value_always,
         ),
     ],
@@ -507,13 +510,15 @@ check_multiplications = Checker(
         ),
         Mistake(
             "softmax attention's weighted sum forgotten",
-            "softmax attention multiplies twice over N x N pairs: Q Kᵀ (N*N*d over all heads) and the weights times V (N*N*d again).",
+            "softmax attention multiplies twice over N x N pairs: Q Kᵀ "
+            "(N*N*d over all heads) and the weights times V (N*N*d again).",
             _mul_scores_only,
         ),
         Mistake(
             "linear attention in the quadratic order",
             "(φ(Q) φ(K)ᵀ) V forms the N x N weights, as softmax attention does; the point of linear attention is the "
-            "other order, φ(Q) (φ(K)ᵀ V): a d_h x d_h state per head, N*d_h*d_h multiplications to build it and as many to read it.",
+            "other order, φ(Q) (φ(K)ᵀ V): a d_h x d_h state per head, "
+            "N*d_h*d_h multiplications to build it and as many to read it.",
             _mul_linear_quadratic_order,
         ),
         Mistake(
