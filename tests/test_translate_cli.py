@@ -795,21 +795,8 @@ def test_a_shortened_warm_up_keeps_the_peak_learning_rate(tmp_path, capsys):
 
     pairs = write_anki(tmp_path / "fra.txt", en_fr_rows(120))
     out_dir, warmup, d_model = tmp_path / "run", 100_000, 16
-    argv = [
-        "--pairs",
-        pairs,
-        "--src",
-        "en",
-        "--tgt",
-        "fr",
-        *TINY,
-        "--warmup",
-        warmup,
-        "--minutes",
-        0.1,
-        "--log-every",
-        1,
-    ]
+    argv = ["--pairs", pairs, "--src", "en", "--tgt", "fr", *TINY]
+    argv += ["--warmup", warmup, "--minutes", 0.1, "--log-every", 1]
     status, out, err = run(["train", *argv, "--out", out_dir], capsys)
     assert status == 0, err
     events = [json.loads(line) for line in (out_dir / "log.jsonl").read_text().splitlines()]
