@@ -1,0 +1,168 @@
+"""Why a long training run can stop reproducing on another CPU, in float64 (not a timed test).
+
+The portability probe (``tests/portability_probe.py``) trains each kind of model for
+24 steps on two CPU kernel paths and finds them in agreement to about 1e-15. A
+chapter trains for hundreds of steps, and an unstable run (one whose loss jumps up
+now and then) magnifies a difference at every jump. This script shows it on
+chapter 7's digit reverser (its data, model and loop, copied from the chapter;
+480 steps of Adam at a constant learning rate, float64): the chapter's recipe
+(pre-LN, 1e-3) and the paper's post-LN at 3e-3, each trained on this machine's own
+kernels and on another CPU's (:data:`portability_probe.OTHER_CPU`), one thread
+each, two runs at a time (about a minute). It records, per epoch, the
+validation loss on both paths and their relative difference, and the test
+sequences reversed exactly. The chapter's own run must print what the chapter
+stores (the record says whether it did; if not, the chapter changed and this
+script must follow it).
+
+    PYTHONPATH=src .venv/bin/python tests/benchmarks/training_stability.py --record book/results/training_stability.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from portability_probe import OTHER_CPU  # noqa: E402 (tests/ is on the path only from here)
+
+#: The recipes compared: the chapter's, and the paper's layer order at the rate the chapter once used.
+RECIPES = {
+    "pre-LN, learning rate 1e-3 (the chapter's)": {"norm_first": True, "lr": 1e-3},
+    "post-LN, learning rate 3e-3": {"norm_first": False, "lr": 3e-3},
+}
+CHAPTER = "pre-LN, learning rate 1e-3 (the chapter's)"
+NOTEBOOK = ROOT / "notebooks" / "07_transformer.ipynb"
+
+
+def reverser_run(norm_first: bool, lr: float) -> dict:
+    """Chapter 7's reversal task, trained with one recipe: losses per epoch and exact reversals."""
+    import random
+
+    import torch
+
+    from attnbook.data import Vocab, collate
+    from attnbook.decode import greedy_decode
+    from attnbook.train import train
+    from attnbook.transformer import Transformer, TransformerConfig
+
+    torch.set_default_dtype(torch.float64)
+    torch.set_num_threads(1)
+    digits, rng = Vocab(list("0123456789")), random.Random(0)
+
+    def reversal_pairs(n):
+        pairs = []
+        for _ in range(n):
+            x = [rng.randrange(4, len(digits)) for _ in range(rng.randint(3, 8))]
+            pairs.append((x, x[::-1]))
+        return pairs
+
+    train_pairs, test_pairs = reversal_pairs(2560), reversal_pairs(500)
+    train_batches = [collate(train_pairs[i : i + 32]) for i in range(0, len(train_pairs), 32)]
+    test_batch = collate(test_pairs)
+    torch.manual_seed(0)
+    config = TransformerConfig(
+        len(digits), len(digits), d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.0,
+        norm_first=norm_first, share_embeddings=True, max_len=32,
+    )  # fmt: skip
+    model = Transformer(config)
+    history = train(model, train_batches, [test_batch], epochs=6, lr=lr, plot=False, verbose=False)
+    decoded = greedy_decode(model, test_batch.src, test_batch.src_mask, max_len=10)
+    right = sum(decoded.tokens[i, : len(y) + 1].tolist() == y + [digits.eos_id] for i, (_, y) in enumerate(test_pairs))
+    return {
+        "train loss": [e.train_loss for e in history.epochs],
+        "valid loss": [e.valid_loss for e in history.epochs],
+        "exactly reversed": int(right),
+        "test sequences": len(test_pairs),
+        "capability": torch.backends.cpu.get_cpu_capability(),
+    }
+
+
+def _in_subprocess(recipe: str, env_changes: dict[str, str]) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHONHASHSEED": "0", **env_changes}
+    command = [sys.executable, __file__, "--child", recipe]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    if result.returncode:
+        raise RuntimeError(f"the run failed ({recipe}, {env_changes or 'this path'}):\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout)
+
+
+def stored_epoch_lines() -> list[str]:
+    """The lines 'train loss ..., valid loss ...' that the chapter's training cell stores."""
+    notebook = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
+    lines = []
+    for cell in notebook["cells"]:
+        for output in cell.get("outputs", []):
+            for line in "".join(output.get("text", "")).splitlines():
+                if line.startswith("epoch ") and "/6: train loss" in line:
+                    lines.append(line.split(":", 1)[1].split("(")[0].strip())
+    return lines
+
+
+def record(path: Path) -> dict:
+    from machine import describe
+
+    jobs = {
+        (recipe, where): (recipe, {} if where == "here" else OTHER_CPU)
+        for recipe in RECIPES
+        for where in ("here", "other")
+    }
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {key: pool.submit(_in_subprocess, *args) for key, args in jobs.items()}
+        runs = {key: future.result() for key, future in futures.items()}
+    recipes = {}
+    for recipe in RECIPES:
+        here, other = runs[recipe, "here"], runs[recipe, "other"]
+        drift = [abs(a - b) / abs(a) for a, b in zip(here["valid loss"], other["valid loss"])]
+        recipes[recipe] = {
+            "valid loss, this path": [float(f"{x:.4g}") for x in here["valid loss"]],
+            "valid loss, other path": [float(f"{x:.4g}") for x in other["valid loss"]],
+            "relative difference of the valid loss, per epoch": [float(f"{d:.2g}") for d in drift],
+            "exactly reversed, this path": here["exactly reversed"],
+            "exactly reversed, other path": other["exactly reversed"],
+            "test sequences": here["test sequences"],
+        }
+    mine = runs[CHAPTER, "here"]
+    printed = [f"train loss {t:.3f}, valid loss {v:.3f}" for t, v in zip(mine["train loss"], mine["valid loss"])]
+    report = {
+        "what": "chapter 7's digit reverser trained for 6 epochs (480 Adam steps at a constant learning rate) in "
+        "float64 from the same seeds, on this machine's own CPU kernel path and on another CPU's, with two recipes",
+        "command": "python tests/benchmarks/training_stability.py --record " + str(path),
+        "machine": describe(),
+        "threads": 1,
+        "kernel paths": {"here": runs[CHAPTER, "here"]["capability"], "other": runs[CHAPTER, "other"]["capability"]},
+        "other path's environment": OTHER_CPU,
+        "recipes": recipes,
+        "the chapter's run prints what the chapter stores": printed == stored_epoch_lines(),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--record", type=Path, metavar="JSON", help="run both recipes on both paths, write here")
+    parser.add_argument("--child", choices=list(RECIPES), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(reverser_run(**RECIPES[args.child])))
+        return 0
+    if not args.record:
+        parser.error("give --record JSON (where to write what the runs found)")
+    report = record(args.record)
+    print(json.dumps(report["recipes"], indent=2, ensure_ascii=False))
+    print(
+        "the chapter's run prints what the chapter stores:", report["the chapter's run prints what the chapter stores"]
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
