@@ -218,6 +218,8 @@ def test_the_rnn_state_selects_rows():
     assert torch.allclose(logits, alone[[2, 0, 2]])
     with pytest.raises(TypeError, match="1-D tensor of integer row indices"):
         state.select(torch.tensor([True, False, True]))
+    with pytest.raises(IndexError, match=r"row indices must be in \[0, 3\)"):
+        state.select(torch.tensor([0, 3]))
 
 
 @pytest.mark.parametrize("name", MODELS)

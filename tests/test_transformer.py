@@ -834,7 +834,7 @@ def test_bad_steps_and_selections_are_named(small):
         state.select(torch.tensor([0, 2]))
     with pytest.raises(IndexError, match=r"row indices must be in \[0, 2\)"):
         state.select(torch.tensor([-1, 0]))
-    with pytest.raises(TypeError, match="1-D integer tensor"):
+    with pytest.raises(TypeError, match="1-D tensor of integer row indices"):
         state.select(torch.tensor([True, False]))
     assert isinstance(state.select(torch.tensor([1])), TransformerState)
 

@@ -9,6 +9,7 @@ so that every module can use them:
 - :func:`check_positive` and :func:`check_probability` for sizes and rates;
 - :func:`check_token_ids` for a tensor of token indices and its vocabulary;
 - :func:`check_mask` for a boolean mask and the scores it must broadcast to;
+- :func:`check_rows` for the batch rows a decoder state's ``select`` keeps (beam search);
 - :func:`resolve_device` for a device name (``"auto"``, ``"cpu"``, ``"cuda:1"``, ...).
 """
 
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["check_positive", "check_probability", "check_token_ids", "check_mask", "resolve_device"]
+__all__ = ["check_positive", "check_probability", "check_token_ids", "check_mask", "check_rows", "resolve_device"]
 
 
 def check_positive(**values: int) -> None:
@@ -66,6 +67,22 @@ def check_mask(mask: torch.Tensor, shape: torch.Size | tuple[int, ...], name: st
         broadcast = None
     if broadcast != torch.Size(shape):
         raise ValueError(f"{name} of shape {tuple(mask.shape)} does not broadcast to the scores' shape {tuple(shape)}")
+
+
+def check_rows(index: torch.Tensor, batch_size: int) -> None:
+    """Raise unless ``index`` is a 1-D integer tensor of rows of a batch of ``batch_size`` (repeats allowed)."""
+    if (
+        not isinstance(index, torch.Tensor)
+        or index.dim() != 1
+        or index.is_floating_point()
+        or index.dtype == torch.bool
+    ):
+        raise TypeError(
+            "select takes a 1-D tensor of integer row indices, got "
+            f"{getattr(index, 'dtype', type(index).__name__)} of shape {tuple(getattr(index, 'shape', ()))}"
+        )
+    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= batch_size):
+        raise IndexError(f"select: row indices must be in [0, {batch_size}), got {index.tolist()}")
 
 
 def resolve_device(name: str, prefer: Sequence[str] = ("cuda", "mps")) -> torch.device:

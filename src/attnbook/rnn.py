@@ -30,7 +30,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .attention import AdditiveAttention
-from .checks import check_token_ids
+from .checks import check_rows, check_token_ids
 from .masks import padding_mask
 
 __all__ = [
@@ -196,16 +196,7 @@ class DecoderState:
 
         Beam search uses it to expand and reorder its beams.
         """
-        if (
-            not isinstance(index, torch.Tensor)
-            or index.dim() != 1
-            or index.is_floating_point()
-            or index.dtype == torch.bool
-        ):
-            raise TypeError(
-                "index must be a 1-D tensor of integer row indices, "
-                f"got {getattr(index, 'dtype', type(index).__name__)}"
-            )
+        check_rows(index, self.hidden.shape[1])
         index = index.to(self.hidden.device)
 
         def rows(x: torch.Tensor | None) -> torch.Tensor | None:

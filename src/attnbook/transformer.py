@@ -59,7 +59,7 @@ from torch import nn
 from .attention import MultiHeadAttention
 from .checks import check_positive as _check_positive
 from .checks import check_probability as _check_probability
-from .checks import check_token_ids
+from .checks import check_rows, check_token_ids
 from .positional import SinusoidalPositionalEncoding
 
 __all__ = [
@@ -499,19 +499,7 @@ class TransformerState:
 
     def select(self, index: torch.Tensor) -> "TransformerState":
         """The state of the batch rows ``index`` (a 1-D LongTensor; rows may repeat, as when expanding to beams)."""
-        if (
-            not isinstance(index, torch.Tensor)
-            or index.dim() != 1
-            or index.is_floating_point()
-            or index.dtype == torch.bool
-        ):
-            raise TypeError(
-                f"select takes a 1-D integer tensor of batch rows, got {getattr(index, 'dtype', type(index).__name__)} "
-                f"of shape {tuple(getattr(index, 'shape', ()))}"
-            )
-        B = self.batch_size
-        if index.numel() and (int(index.min()) < 0 or int(index.max()) >= B):
-            raise IndexError(f"select: row indices must be in [0, {B}), got {index.tolist()}")
+        check_rows(index, self.batch_size)
         index = index.to(self.memory.device)
 
         def rows(t):

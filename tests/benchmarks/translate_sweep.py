@@ -17,8 +17,11 @@ comparison with d2l score the same held-out pairs.
         --option batch-tokens --values 1500 1000 700 500 --minutes 10 --threads 2 --work /tmp/sweep
 
 ``--work`` keeps the runs; a value whose run folder there already holds a
-finished run of the same command is scored again, not trained again. It
-writes ``tests/benchmarks/results/translate_sweep.json``.
+finished run of the same command is scored again, not trained again. "The
+same command" means the same file, languages, budget and value: the version of
+the library that trained it is not compared, so after a change to the code,
+give a new ``--work`` folder. It writes
+``tests/benchmarks/results/translate_sweep.json``.
 """
 
 from __future__ import annotations
