@@ -100,6 +100,15 @@ def run_nbval(notebook: Path, env_changes: dict[str, str], timeout: int = 900) -
     )
 
 
+def _reproduces_whole(notebook: Path, advice: str) -> None:
+    """Strict nbval over the whole notebook on the other path; on a mismatch, fail with ``advice``."""
+    result = run_nbval(notebook, OTHER_CPU)
+    report = "\n".join(result.stdout.splitlines()[-60:])
+    assert result.returncode == 0, (
+        f"{notebook.name}: the stored outputs do not reproduce with {OTHER_CPU}, {advice}\n{report}"
+    )
+
+
 def test_the_notebooks_are_sorted_into_training_and_quick():
     assert {p.name for p in TRAINING_NOTEBOOKS} >= {"02_rnn_encoder_decoder.ipynb", "03_attention.ipynb"}
     assert {p.name for p in QUICK_NOTEBOOKS} >= {"00_tensors.ipynb", "04_self_attention.ipynb"}
@@ -108,25 +117,21 @@ def test_the_notebooks_are_sorted_into_training_and_quick():
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook", QUICK_NOTEBOOKS, ids=[p.name for p in QUICK_NOTEBOOKS])
 def test_a_notebook_that_does_not_train_reproduces_on_another_kernel_path(notebook):
-    result = run_nbval(notebook, OTHER_CPU)
-    report = "\n".join(result.stdout.splitlines()[-60:])
-    assert result.returncode == 0, (
-        f"{notebook.name}: the stored outputs do not reproduce with {OTHER_CPU}, so they would not reproduce on "
-        "other CPUs either. Does a cell print float32's last bits (a difference, a maximum, a checker's "
-        f"expected/got)? Print a bound or a few significant digits instead.\n{report}"
+    _reproduces_whole(
+        notebook,
+        "so they would not reproduce on other CPUs either. Does a cell print float32's last bits (a difference, "
+        "a maximum, a checker's expected/got)? Print a bound or a few significant digits instead.",
     )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook", CHEAP_TRAINING_NOTEBOOKS, ids=[p.name for p in CHEAP_TRAINING_NOTEBOOKS])
 def test_a_short_training_notebook_reproduces_whole_on_another_kernel_path(notebook):
-    result = run_nbval(notebook, OTHER_CPU)
-    report = "\n".join(result.stdout.splitlines()[-60:])
-    assert result.returncode == 0, (
-        f"{notebook.name}: the stored outputs do not reproduce with {OTHER_CPU}, although the notebook computes in "
-        "float64. If a trained figure moved, the training is unstable (a loss that jumps up now and then magnifies "
-        "the last bits at every jump): a lower learning rate, a warm-up or pre-LN steadies it; "
-        f"tests/benchmarks/training_stability.py shows how to measure it.\n{report}"
+    _reproduces_whole(
+        notebook,
+        "although the notebook computes in float64. If a trained figure moved, the training is unstable (a loss "
+        "that jumps up now and then magnifies the last bits at every jump): a lower learning rate, a warm-up or "
+        "pre-LN steadies it; tests/benchmarks/training_stability.py shows how to measure it.",
     )
 
 
