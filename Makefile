@@ -3,7 +3,8 @@
 #   make test   creates the environment if missing, runs every test (library, exercise
 #               checkers, notebook hygiene, strict nbval over every notebook, strict book build)
 # Other targets: make env, make lab (JupyterLab on localhost, in notebooks/),
-# make execute (re-run every notebook in place), make bench (the benchmarks in
+# make execute (re-run every notebook in place), make portability (rerun the long
+# training notebooks whole on another CPU's kernel path, ~11 minutes), make bench (the benchmarks in
 # tests/benchmarks, kept out of the timed tests, then one summary table), make clean.
 
 PYTHON ?= python3
@@ -17,7 +18,7 @@ export PYTHONPATH := $(CURDIR)/src
 export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: env book test lab execute bench clean
+.PHONY: env book test portability lab execute bench clean
 
 env: $(STAMP)
 
@@ -36,6 +37,11 @@ book: env
 
 test: env
 	$(PY) -m pytest
+
+# The chapters that train for minutes, rerun whole on the kernel path of another CPU
+# (tests/test_portability.py, the long_rerun mark): after a change to how a chapter trains.
+portability: env
+	$(PY) -m pytest -m long_rerun tests/test_portability.py
 
 # JupyterLab (and Notebook 7, at /tree) for this machine only; open the address it prints.
 # tests/test_jupyter.py starts the server with LAB_OPTIONS. Jupyter refuses to run as

@@ -47,8 +47,9 @@ def _weight(item) -> tuple[int, int]:
         if item.path.name in LONGEST_FIRST:
             return 0, LONGEST_FIRST.index(item.path.name)
         return (1, 0) if item.path in TRAINING_NOTEBOOKS else (3, 0)
-    if item.path.name == "test_portability.py":
-        return 2, 0 if "[" in item.nodeid else 1
+    if item.path.name == "test_portability.py":  # a rerun of a long notebook first (make portability)
+        notebook = item.nodeid.partition("[")[2].rstrip("]")
+        return 2, LONGEST_FIRST.index(notebook) if notebook in LONGEST_FIRST else len(LONGEST_FIRST) + (not notebook)
     return 4, 0
 
 

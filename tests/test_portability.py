@@ -30,9 +30,13 @@ path, oneDNN limited to SSE4.1), in two ways chosen for what they cost:
   figure), that covers each model's arithmetic; whether their longer
   trainings stay stable, a rerun by hand shows (book/reproducibility.md).
 
-To rerun a training notebook whole on the other path, as this file did for all
-of them before it became too slow for the suite: ``ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE
-ONEDNN_MAX_CPU_ISA=SSE41 .venv/bin/python -m pytest notebooks/NN_topic.ipynb``.
+The long training notebooks (:data:`LONG_TRAINING_NOTEBOOKS`) rerun whole on
+the other path too, in tests marked ``long_rerun``: about eleven minutes on two
+cores, too slow for the timed suite, so ``make test`` deselects them (see
+pyproject.toml) and ``make portability`` runs them (``pytest -m long_rerun``).
+Run it after changing how a chapter trains. One notebook alone:
+``ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE ONEDNN_MAX_CPU_ISA=SSE41
+.venv/bin/python -m pytest notebooks/NN_topic.ipynb``.
 """
 
 from __future__ import annotations
@@ -62,6 +66,10 @@ QUICK_NOTEBOOKS = [p for p in NOTEBOOKS if p not in TRAINING_NOTEBOOKS]
 CHEAP_TRAINING_NOTEBOOKS = [
     p for p in TRAINING_NOTEBOOKS if p.stem in {"05_multihead_attention", "06_positional_encoding", "07_transformer"}
 ]
+
+#: The other notebooks that train (one to four minutes each, about eleven minutes in all on two workers):
+#: rerun whole by ``make portability`` (the ``long_rerun`` mark), not by ``make test``.
+LONG_TRAINING_NOTEBOOKS = [p for p in TRAINING_NOTEBOOKS if p not in CHEAP_TRAINING_NOTEBOOKS]
 
 #: How far apart the two paths may end up in float64, relative: the chapters print trained figures
 #: at three significant digits (5e-4 relative), and a run here drifts by about 1e-12.
@@ -100,9 +108,9 @@ def run_nbval(notebook: Path, env_changes: dict[str, str], timeout: int = 900) -
     )
 
 
-def _reproduces_whole(notebook: Path, advice: str) -> None:
+def _reproduces_whole(notebook: Path, advice: str, timeout: int = 900) -> None:
     """Strict nbval over the whole notebook on the other path; on a mismatch, fail with ``advice``."""
-    result = run_nbval(notebook, OTHER_CPU)
+    result = run_nbval(notebook, OTHER_CPU, timeout)
     report = "\n".join(result.stdout.splitlines()[-60:])
     assert result.returncode == 0, (
         f"{notebook.name}: the stored outputs do not reproduce with {OTHER_CPU}, {advice}\n{report}"
@@ -127,16 +135,36 @@ def test_a_notebook_that_does_not_train_reproduces_on_another_kernel_path(notebo
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook", CHEAP_TRAINING_NOTEBOOKS, ids=[p.name for p in CHEAP_TRAINING_NOTEBOOKS])
 def test_a_short_training_notebook_reproduces_whole_on_another_kernel_path(notebook):
-    _reproduces_whole(
-        notebook,
-        "although the notebook computes in float64. If a trained figure moved, the training is unstable (a loss "
-        "that jumps up now and then magnifies the last bits at every jump): a lower learning rate, a warm-up or "
-        "pre-LN steadies it; tests/benchmarks/training_stability.py shows how to measure it.",
-    )
+    _reproduces_whole(notebook, UNSTABLE_TRAINING)
 
 
-def test_the_short_training_notebooks_exist():
+UNSTABLE_TRAINING = (
+    "although the notebook computes in float64. If a trained figure moved, the training is unstable (a loss "
+    "that jumps up now and then magnifies the last bits at every jump): a lower learning rate, a warm-up or "
+    "pre-LN steadies it; tests/benchmarks/training_stability.py shows how to measure it."
+)
+
+
+@pytest.mark.long_rerun
+@pytest.mark.parametrize("notebook", LONG_TRAINING_NOTEBOOKS, ids=[p.name for p in LONG_TRAINING_NOTEBOOKS])
+def test_a_long_training_notebook_reproduces_whole_on_another_kernel_path(notebook):
+    _reproduces_whole(notebook, UNSTABLE_TRAINING, timeout=1800)
+
+
+def test_every_training_notebook_is_rerun_whole_by_the_suite_or_by_make_portability():
     assert len(CHEAP_TRAINING_NOTEBOOKS) == 3, [p.name for p in CHEAP_TRAINING_NOTEBOOKS]
+    assert LONG_TRAINING_NOTEBOOKS, "no long training notebook: drop the long_rerun mark and make portability"
+    assert set(CHEAP_TRAINING_NOTEBOOKS) | set(LONG_TRAINING_NOTEBOOKS) == set(TRAINING_NOTEBOOKS)
+
+
+def test_make_test_leaves_the_long_reruns_to_make_portability(root):
+    """The long reruns are deselected from the timed suite, and the Makefile's portability target selects them."""
+    import tomllib
+
+    addopts = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    assert "-m 'not long_rerun'" in addopts, addopts
+    makefile = (root / "Makefile").read_text()
+    assert "\nportability: env\n" in makefile and "-m long_rerun tests/test_portability.py" in makefile
 
 
 # --- Notebooks that train: every kind of model, trained briefly on both paths -----------------------
