@@ -185,8 +185,8 @@ class RunSettings:
         choices=VOCAB_SHARING,
     )
     pieces: int = setting(
-        4000,
-        "subwords: pieces per vocabulary, 256 bytes included",
+        8000,
+        "subwords: at most N pieces per vocabulary, 256 bytes included",
         group="vocabulary",
         metavar="N",
         rule=at_least(300, " (256 of them are bytes)"),
