@@ -4,7 +4,7 @@
 #               checkers, notebook hygiene, strict nbval over every notebook, strict book build)
 # Other targets: make env, make lab (JupyterLab on localhost, in notebooks/),
 # make execute (re-run every notebook in place), make portability (rerun the long
-# training notebooks whole on another CPU's kernel path, ~11 minutes), make bench (the benchmarks in
+# training notebooks whole on another CPU's kernel path, ~12 minutes), make bench (the benchmarks in
 # tests/benchmarks, kept out of the timed tests, then one summary table), make clean.
 
 PYTHON ?= python3
