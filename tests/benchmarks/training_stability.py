@@ -139,14 +139,24 @@ def _in_subprocess(recipe: str, env_changes: dict[str, str] | None = None) -> di
 
 def stored_epoch_lines() -> list[str]:
     """The lines 'train loss ..., valid loss ...' that the chapter's training cell stores."""
-    notebook = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
     lines = []
-    for cell in notebook["cells"]:
+    for cell in _notebook_cells():
         for output in cell.get("outputs", []):
             for line in "".join(output.get("text", "")).splitlines():
                 if line.startswith("epoch ") and "/6: train loss" in line:
                     lines.append(line.split(":", 1)[1].split("(")[0].strip())
     return lines
+
+
+def _written(path: Path, report: dict) -> dict:
+    """``report`` written to ``path`` as JSON (the record a page quotes); returned."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return report
+
+
+def _notebook_cells() -> list[dict]:
+    return json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
 
 
 def record(path: Path) -> dict:
@@ -185,9 +195,7 @@ def record(path: Path) -> dict:
         "recipes": recipes,
         "the chapter's run prints what the chapter stores": printed == stored_epoch_lines(),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return report
+    return _written(path, report)
 
 
 def record_warm_up(path: Path) -> dict:
@@ -196,10 +204,7 @@ def record_warm_up(path: Path) -> dict:
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         runs = dict(zip(WARM_UP_RUNS, pool.map(_in_subprocess, WARM_UP_RUNS)))
-    notebook = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
-    solution = next(
-        "".join(cell["source"]) for cell in notebook["cells"] if "def warm_up_run" in "".join(cell["source"])
-    )
+    solution = next(source for cell in _notebook_cells() if "def warm_up_run" in (source := "".join(cell["source"])))
     report = {
         "what": "the eight runs of chapter 7's exercise 'Warm-up, measured': its digit reverser with six layers of "
         "width 64, 6 epochs (480 Adam steps), float64, from the same seeds, on this machine's CPU kernel path",
@@ -217,9 +222,7 @@ def record_warm_up(path: Path) -> dict:
         },
         "the exercise's solution trains these runs": all(part in solution for part in WARM_UP_SOLUTION),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return report
+    return _written(path, report)
 
 
 def main(argv: list[str] | None = None) -> int:
