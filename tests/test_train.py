@@ -234,6 +234,21 @@ def test_paper_optimizer_drives_train():
     assert paper_optimizer(linear)[1].d_model == 24
 
 
+def test_fused_paper_optimizer_takes_the_same_steps_as_the_loop():
+    """``fused=True`` is PyTorch's one-kernel Adam: the same updates as the loop, to rounding."""
+    loop_model, fused_model = _model(), _model()  # the same initial weights
+    (loop, loop_schedule), (fused, fused_schedule) = (
+        paper_optimizer(loop_model, d_model=24, warmup=10),
+        paper_optimizer(fused_model, d_model=24, warmup=10, fused=True),
+    )
+    assert fused.defaults["fused"] and not loop.defaults["fused"]
+    for model, opt, sched in ((loop_model, loop, loop_schedule), (fused_model, fused, fused_schedule)):
+        train(model, TRAIN, epochs=2, optimizer=opt, scheduler=sched, plot=False, verbose=False)
+    moved = max((a - b).abs().max().item() for a, b in zip(loop_model.parameters(), _model().parameters()))
+    differ = max((a - b).abs().max().item() for a, b in zip(loop_model.parameters(), fused_model.parameters()))
+    assert moved > 1e-3 and differ < 1e-5
+
+
 def test_sequence_loss_errors():
     logits = torch.randn(2, 3, 5)
     with pytest.raises(ValueError, match="do not match logits"):

@@ -271,18 +271,24 @@ def paper_optimizer(
     factor: float = 1.0,
     betas: tuple[float, float] = (0.9, 0.98),
     eps: float = 1e-9,
+    fused: bool = False,
 ) -> tuple[torch.optim.Adam, NoamSchedule]:
     """The paper's optimizer: Adam with beta = (0.9, 0.98), eps = 1e-9, and its :class:`NoamSchedule`.
 
     Returns ``(optimizer, scheduler)``, ready for :func:`train`
     (``train(..., optimizer=opt, scheduler=sched)``, which steps the scheduler
     after every batch). ``d_model`` defaults to ``model.config.d_model``.
+
+    ``fused=True`` updates every parameter in one kernel (PyTorch's fused
+    Adam): the same algorithm, about three times faster on a CPU, rounded
+    slightly differently from the default loop over parameters, with which the
+    chapters' stored outputs were computed.
     """
     if d_model is None:
         d_model = getattr(getattr(model, "config", None), "d_model", None)
         if d_model is None:
             raise ValueError(f"{type(model).__name__} has no config.d_model; pass d_model= explicitly")
-    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=betas, eps=eps)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=betas, eps=eps, fused=fused or None)
     return optimizer, NoamSchedule(optimizer, d_model, warmup, factor)
 
 

@@ -16,12 +16,18 @@
 3. Beam search: seconds per test sentence for greedy decoding and for beam
    search with k = 1 and k = 4, on a model trained for a few epochs (so that
    translations end with ``<eos>`` where a trained model's do).
+4. Adam's step, as a loop over the parameters and fused into one kernel
+   (``paper_optimizer(fused=True)``, what ``attnbook-translate train`` uses),
+   on the command line's default model with subword vocabularies of the
+   default size: the optimizer step alone, and whole training steps (a batch
+   of 48 pairs of 12 and 14 tokens), interleaved; medians and ratios.
 
 Float32 (the realistic case); two threads unless ``--threads`` says otherwise.
 It writes its figures to ``tests/benchmarks/results/bench_translator.json``;
 it has no target.
 
     python tests/benchmarks/bench_translator.py [--threads 2] [--repeats 5] [--batches 12] [--train-epochs 6]
+        [--only throughput cache beam optimizer]
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from torch import nn
 
 from attnbook.data import load_corpus
 from attnbook.decode import beam_search, greedy_decode
+from attnbook.masks import padding_mask
 from attnbook.positional import SinusoidalPositionalEncoding
 from attnbook.train import paper_optimizer, sequence_loss, train
 from attnbook.transformer import Transformer, TransformerConfig
@@ -274,13 +281,69 @@ def beam_times(corpus, epochs: int, repeats: int) -> dict[str, dict[str, float]]
     return results
 
 
+# --- 4. Adam's step: a loop over the parameters, or fused --------------------------------------------
+
+
+def optimizer_step(repeats: int, steps: int = 20) -> dict[str, dict[str, float]]:
+    from attnbook.translate.model import build_model, model_config
+    from attnbook.translate.settings import RunSettings
+
+    settings = RunSettings()
+    vocab = settings.pieces + 3  # as in a run folder: the pieces and three more reserved tokens
+    config = model_config(settings, vocab, vocab)
+    batch_size, src_len, tgt_len = 48, 12, 14
+    generator = torch.Generator().manual_seed(0)
+    src = torch.randint(4, vocab, (batch_size, src_len), generator=generator)
+    tgt = torch.randint(4, vocab, (batch_size, tgt_len + 1), generator=generator)
+    src_mask = padding_mask(torch.full((batch_size,), src_len), src_len)  # no padding
+    runs = {}
+    for name, fused in (("loop", False), ("fused", True)):
+        torch.manual_seed(0)
+        model = build_model("transformer", config).train()
+        runs[name] = (model, paper_optimizer(model, warmup=settings.warmup, fused=fused)[0])
+
+    def training_step(model, optimizer) -> float:
+        """One whole step; returns the seconds of ``optimizer.step()`` alone."""
+        loss = sequence_loss(model(src, src_mask, tgt[:, :-1]), tgt[:, 1:], label_smoothing=0.1)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        start = time.perf_counter()
+        optimizer.step()
+        return time.perf_counter() - start
+
+    for run in runs.values():
+        training_step(*run)  # warm up
+    times: dict[str, dict[str, list[float]]] = {name: {"optimizer": [], "step": []} for name in runs}
+    for _ in range(repeats * steps):
+        for name, run in runs.items():  # interleaved: a change of load hits both
+            start = time.perf_counter()
+            times[name]["optimizer"].append(training_step(*run))
+            times[name]["step"].append(time.perf_counter() - start)
+    medians = {name: {k: statistics.median(v) for k, v in t.items()} for name, t in times.items()}
+    params = sum(p.numel() for p in runs["loop"][0].parameters())
+    print(f"\n[4] Adam's step, the command line's default model ({params:,} parameters); medians of {repeats * steps}")
+    for name, m in medians.items():
+        print(f"  {name:>6}: optimizer {m['optimizer'] * 1e3:6.1f} ms of a {m['step'] * 1e3:6.1f} ms training step")
+    loop, fused = medians["loop"], medians["fused"]
+    print(
+        f"  loop / fused: optimizer {loop['optimizer'] / fused['optimizer']:.2f}x, "
+        f"training step {loop['step'] / fused['step']:.2f}x"
+    )
+    return {
+        "parameters": params,
+        **{f"{name}_ms": {k: round(v * 1e3, 2) for k, v in m.items()} for name, m in medians.items()},
+        "loop_over_fused": {k: round(loop[k] / fused[k], 2) for k in loop},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batches", type=int, default=12)
     parser.add_argument("--train-epochs", type=int, default=6)
-    parser.add_argument("--only", choices=["throughput", "cache", "beam"], nargs="*")
+    parser.add_argument("--only", choices=["throughput", "cache", "beam", "optimizer"], nargs="*")
     args = parser.parse_args(argv)
     record = Report(__file__, argv)
     torch.set_num_threads(args.threads)
@@ -304,13 +367,15 @@ def main(argv: list[str] | None = None) -> int:
             "train_epochs": args.train_epochs,
         },
     )
-    only = set(args.only or ["throughput", "cache", "beam"])
+    only = set(args.only or ["throughput", "cache", "beam", "optimizer"])
     if "throughput" in only:
         record.figure("throughput", throughput(corpus, batches, args.repeats))
     if "cache" in only:
         record.figure("kv_cache", kv_cache(corpus, args.repeats))
     if "beam" in only:
         record.figure("decoding", beam_times(corpus, args.train_epochs, max(1, args.repeats // 2)))
+    if "optimizer" in only:
+        record.figure("optimizer", optimizer_step(args.repeats))
     return record.finish()
 
 

@@ -117,7 +117,7 @@ class TrainingSession:
         model = build_model(s.arch, self.prepared.config["model"])
         self.model = model.to(dtype=getattr(torch, s.dtype), device=cluster.device)
         self.optimizer, self.scheduler = paper_optimizer(
-            self.model, d_model=s.d_model, warmup=s.warmup, factor=s.lr_factor
+            self.model, d_model=s.d_model, warmup=s.warmup, factor=s.lr_factor, fused=True
         )
         if state is None:
             torch.manual_seed(s.seed + 1 + cluster.rank)  # dropout: each process its own stream

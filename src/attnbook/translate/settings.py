@@ -45,9 +45,9 @@ __all__ = [
 
 #: ``--dropout auto`` (the default): 0.1, the paper's, when the budget allows at least this many passes over the
 #: training pairs, else none. Over one pass dropout only slows learning down (book/results/translate_dropout.json
-#: scores held-out pairs with and without it); over many passes of a small file it keeps the model from learning
-#: its training pairs by heart (book/results/translator_real.json).
-AUTO, AUTO_DROPOUT, AUTO_DROPOUT_EPOCHS = "auto", 0.1, 6
+#: scores held-out pairs with and without it); from about five passes over a small file it keeps the model from
+#: learning its training pairs by heart (book/results/translate_sweep_dropout.json).
+AUTO, AUTO_DROPOUT, AUTO_DROPOUT_EPOCHS = "auto", 0.1, 4
 DROPOUT_NOTE = f"auto: {AUTO_DROPOUT:g} when the budget allows {AUTO_DROPOUT_EPOCHS} or more epochs, else 0"
 
 MODELS, DTYPES = ("transformer", "rnn"), ("float32", "float64")
