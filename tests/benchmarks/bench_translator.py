@@ -38,6 +38,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from torch import nn
@@ -149,15 +150,22 @@ def d2l_transformer(
 # --- 1. training throughput ----------------------------------------------------------------------
 
 
+def training_step(model: nn.Module, optimizer, batch) -> float:
+    """One step: forward, the label-smoothed loss, backward, clipping, Adam; returns the seconds of Adam's step."""
+    loss = sequence_loss(model(batch.src, batch.src_mask, batch.tgt_in), batch.tgt_out, label_smoothing=0.1)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    start = time.perf_counter()
+    optimizer.step()
+    return time.perf_counter() - start
+
+
 def one_pass(model: nn.Module, optimizer, batches) -> tuple[float, int]:
     tokens = 0
     start = time.perf_counter()
     for batch in batches:
-        loss = sequence_loss(model(batch.src, batch.src_mask, batch.tgt_in), batch.tgt_out, label_smoothing=0.1)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        training_step(model, optimizer, batch)
         tokens += int((batch.tgt_out != 0).sum())
     return time.perf_counter() - start, tokens
 
@@ -295,30 +303,24 @@ def optimizer_step(repeats: int, steps: int = 20) -> dict[str, dict[str, float]]
     generator = torch.Generator().manual_seed(0)
     src = torch.randint(4, vocab, (batch_size, src_len), generator=generator)
     tgt = torch.randint(4, vocab, (batch_size, tgt_len + 1), generator=generator)
-    src_mask = padding_mask(torch.full((batch_size,), src_len), src_len)  # no padding
+    batch = SimpleNamespace(
+        src=src,
+        src_mask=padding_mask(torch.full((batch_size,), src_len), src_len),  # no padding
+        tgt_in=tgt[:, :-1],
+        tgt_out=tgt[:, 1:],
+    )
     runs = {}
     for name, fused in (("loop", False), ("fused", True)):
         torch.manual_seed(0)
         model = build_model("transformer", config).train()
         runs[name] = (model, paper_optimizer(model, warmup=settings.warmup, fused=fused)[0])
-
-    def training_step(model, optimizer) -> float:
-        """One whole step; returns the seconds of ``optimizer.step()`` alone."""
-        loss = sequence_loss(model(src, src_mask, tgt[:, :-1]), tgt[:, 1:], label_smoothing=0.1)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        start = time.perf_counter()
-        optimizer.step()
-        return time.perf_counter() - start
-
     for run in runs.values():
-        training_step(*run)  # warm up
+        training_step(*run, batch)  # warm up
     times: dict[str, dict[str, list[float]]] = {name: {"optimizer": [], "step": []} for name in runs}
     for _ in range(repeats * steps):
         for name, run in runs.items():  # interleaved: a change of load hits both
             start = time.perf_counter()
-            times[name]["optimizer"].append(training_step(*run))
+            times[name]["optimizer"].append(training_step(*run, batch))
             times[name]["step"].append(time.perf_counter() - start)
     medians = {name: {k: statistics.median(v) for k, v in t.items()} for name, t in times.items()}
     params = sum(p.numel() for p in runs["loop"][0].parameters())
