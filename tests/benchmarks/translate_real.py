@@ -27,6 +27,15 @@ For each direction (a Tatoeba/Anki pairs file and two languages), the script
    Chinese) and records BLEU, chrF and the brevity penalty, and the target:
    ours at least twice d2l's BLEU.
 
+The speed of a shared machine drifts, by as much as 15–20% between two
+trainings run back to back, and d2l's BLEU after ten minutes depends on how many
+steps it could take. With ``--rounds R`` both systems train R times in the
+order ours, d2l, d2l, ours, ours, d2l, ... (each round reverses the one before,
+so that a steady drift favours neither), round k with seed k; the ratio is that
+of the mean BLEUs, and each round's is recorded beside it. Later rounds score
+ours' chosen decoding only; d2l trains in each round for as long as ours did
+in the first.
+
 With ``--d2l-from JSON`` d2l's result is taken from an earlier report of this
 script when that report measured the same split for as long (within 5%) on a
 machine as fast (ours' first pass within 5%); d2l's recipe does not change
@@ -128,22 +137,32 @@ def cli(args: list[str], threads: int, log: Path) -> float:
     return time.monotonic() - start
 
 
-def ours(direction: dict, train: Path, test: Path, work: Path, minutes: float, threads: int) -> dict:
-    run, log = work / "ours", work / "ours.log"
+#: How ``evaluate`` decodes ours: the decoding the run chose (the one compared with d2l), greedy, the old default.
+WAYS = {
+    "chosen": [],
+    "greedy": ["--beam", "1"],
+    "beam 4, α 0.6, source + 50": ["--beam", "4", "--alpha", "0.6", "--max-len-a", "1", "--max-len-b", "50"],
+}
+
+
+def ours(
+    direction: dict, train: Path, test: Path, work: Path, minutes: float, threads: int, seed: int = 0, ways=WAYS
+) -> dict:
+    """Train ours in ``work/ours`` (``work/ours-seedK`` for another seed) and score it the ``ways`` given."""
+    name = "ours" if seed == 0 else f"ours-seed{seed}"
+    run, log = work / name, work / f"{name}.log"
     languages = ["--src", direction["src"], "--tgt", direction["tgt"]] + (["--reverse"] if direction["reverse"] else [])
+    seeded = ["--seed", seed] if seed else []
     seconds = cli(
-        ["train", "--pairs", train, *languages, "--out", run, "--minutes", minutes, "--device", "cpu"], threads, log
+        ["train", "--pairs", train, *languages, "--out", run, "--minutes", minutes, "--device", "cpu", *seeded],
+        threads,
+        log,
     )
     result = {"train_seconds": seconds, "decodings": {}}
-    ways = {
-        "chosen": [],
-        "greedy": ["--beam", "1"],
-        "beam 4, α 0.6, source + 50": ["--beam", "4", "--alpha", "0.6", "--max-len-a", "1", "--max-len-b", "50"],
-    }
-    for name, options in ways.items():
-        scores = work / f"ours-{len(result['decodings'])}.json"
+    for way, options in ways.items():
+        scores = work / f"{name}-{len(result['decodings'])}.json"
         cli(["evaluate", run, "--test", test, "--device", "cpu", "--json", scores, *options], threads, log)
-        result["decodings"][name] = json.loads(scores.read_text())
+        result["decodings"][way] = json.loads(scores.read_text())
     events = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     result["epochs"] = [
         {k: e[k] for k in ("epoch", "train_loss", "valid_loss", "seconds", "tokens_per_second")}
@@ -165,8 +184,9 @@ def ours(direction: dict, train: Path, test: Path, work: Path, minutes: float, t
     return result
 
 
-def d2l(direction: dict, train: Path, test: Path, work: Path, seconds: float, threads: int) -> dict:
-    out = work / "d2l.json"
+def d2l(direction: dict, train: Path, test: Path, work: Path, seconds: float, threads: int, seed: int = 0) -> dict:
+    name = "d2l" if seed == 0 else f"d2l-seed{seed}"
+    out = work / f"{name}.json"
     command = [
         sys.executable,
         __file__,
@@ -180,11 +200,13 @@ def d2l(direction: dict, train: Path, test: Path, work: Path, seconds: float, th
         str(threads),
         "--worker-out",
         str(out),
+        "--seed",
+        str(seed),
     ]
-    with open(work / "d2l.log", "w", encoding="utf-8") as log:
+    with open(work / f"{name}.log", "w", encoding="utf-8") as log:
         status = subprocess.run(command, env=environment(threads), stdout=log, stderr=subprocess.STDOUT).returncode
     if status != 0:
-        raise SystemExit(f"d2l failed ({status}): see {work / 'd2l.log'}")
+        raise SystemExit(f"d2l failed ({status}): see {work / f'{name}.log'}")
     return json.loads(out.read_text())
 
 
@@ -203,7 +225,7 @@ def d2l_worker(args: argparse.Namespace) -> int:
     from attnbook.translate.truecase import build_truecase, to_text
 
     torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     direction = parse_direction(args.d2l_worker)
     pairs, _ = read_pairs(direction["file"], direction["src"], direction["tgt"], direction["reverse"])
     splits = split_run_pairs(pairs, held_out_fraction(len(pairs)))  # the command line's training split
@@ -224,7 +246,7 @@ def d2l_worker(args: argparse.Namespace) -> int:
     first = collate([dataset[i] for i in range(2)])
     model(first.src, first.src_mask, first.tgt_in)  # d2l's LazyLinear takes its shape here
     optimizer = torch.optim.Adam(model.parameters(), lr=D2L["lr"])
-    rng, start, steps, epochs = random.Random(0), time.monotonic(), 0, 0
+    rng, start, steps, epochs = random.Random(args.seed), time.monotonic(), 0, 0
     model.train()
     while time.monotonic() - start < args.seconds:
         order = list(range(len(dataset)))
@@ -272,6 +294,7 @@ def d2l_worker(args: argparse.Namespace) -> int:
         "decoding": "greedy",
         "scores": vars(scores),
         "recipe": D2L,
+        "seed": args.seed,
     }
     Path(args.worker_out).write_text(json.dumps(result, indent=2), encoding="utf-8")
     return 0
@@ -387,6 +410,13 @@ def main(argv: list[str] | None = None) -> int:
         help="reuse d2l's result from an earlier report of this script that measured the same split "
         "for as long on a machine as fast (repeat)",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="train both this many times, in the order ours, d2l, d2l, ours, ...; compare the mean BLEUs (default 1)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)  # the d2l worker's
     parser.add_argument("--d2l-worker", help=argparse.SUPPRESS)
     parser.add_argument("--test-file", help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
@@ -394,6 +424,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.d2l_worker:
         return d2l_worker(args)
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    if args.rounds > 1 and args.d2l_from:
+        parser.error("--rounds trains d2l beside ours in every round; it does not reuse a recorded d2l (--d2l-from)")
     report = Report(__file__, argv)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.work or tmp)
@@ -425,7 +459,25 @@ def main(argv: list[str] | None = None) -> int:
                 )
             else:
                 theirs = d2l(direction, train, test, work, mine["train_seconds"], args.threads)
-            ratio = mine["decodings"]["chosen"]["scores"]["bleu"] / max(theirs["scores"]["bleu"], 1e-9)
+            rounds = [{"order": "ours, d2l", "ours": mine, "d2l": theirs}]
+            for seed in range(1, args.rounds):
+                later = {"order": "ours, d2l" if seed % 2 == 0 else "d2l, ours"}
+                for system in later["order"].split(", "):
+                    print(f"  round {seed + 1}: {system} (seed {seed}) ...", flush=True)
+                    if system == "ours":
+                        later["ours"] = ours(
+                            direction, train, test, work, args.minutes, args.threads, seed, {"chosen": WAYS["chosen"]}
+                        )
+                    else:
+                        later["d2l"] = d2l(direction, train, test, work, mine["train_seconds"], args.threads, seed)
+                rounds.append(later)
+            for r in rounds:
+                r["bleu"] = {
+                    "ours": r["ours"]["decodings"]["chosen"]["scores"]["bleu"],
+                    "d2l": r["d2l"]["scores"]["bleu"],
+                }
+            means = {s: sum(r["bleu"][s] for r in rounds) / len(rounds) for s in ("ours", "d2l")}
+            ratio = means["ours"] / max(means["d2l"], 1e-9)
             results.append(
                 {
                     "direction": name,
@@ -435,6 +487,22 @@ def main(argv: list[str] | None = None) -> int:
                     "ours": mine,
                     "d2l": theirs,
                     "bleu_ratio": ratio,
+                    **(
+                        {
+                            "mean_bleu": means,
+                            "rounds": [
+                                {
+                                    "order": r["order"],
+                                    "bleu": r["bleu"],
+                                    "bleu_ratio": r["bleu"]["ours"] / max(r["bleu"]["d2l"], 1e-9),
+                                    **({"ours": r["ours"], "d2l": r["d2l"]} if k else {}),
+                                }
+                                for k, r in enumerate(rounds)
+                            ],
+                        }
+                        if len(rounds) > 1
+                        else {}
+                    ),
                 }
             )
             table = {
@@ -447,9 +515,14 @@ def main(argv: list[str] | None = None) -> int:
                     f"  {way:<28} BLEU {row['bleu']:5.1f}  chrF {row['chrf']:5.1f}  BP {row['brevity_penalty']:.3f}",
                     flush=True,
                 )
+            for k, r in enumerate(rounds[1:], start=2):
+                print(f"  round {k} ({r['order']}): BLEU ours {r['bleu']['ours']:5.1f}, d2l {r['bleu']['d2l']:5.1f}")
+            if len(rounds) > 1:
+                print(f"  mean of {len(rounds)} rounds: BLEU ours {means['ours']:5.1f}, d2l {means['d2l']:5.1f}")
             report.target(f"{name}: BLEU ours / d2l", ratio, GOAL, higher_is_better=True)
         report.figure("minutes", args.minutes)
         report.figure("threads", args.threads)
+        report.figure("rounds", args.rounds)
         report.figure("directions", results)
     return report.finish()
 
