@@ -510,6 +510,8 @@ def main(argv: list[str] | None = None) -> int:
                 for way, d in mine["decodings"].items()
             }
             table["d2l (greedy)"] = {m: round(theirs["scores"][m], 3) for m in ("bleu", "chrf", "brevity_penalty")}
+            if len(rounds) > 1:
+                print(f"  round 1 ({rounds[0]['order']}):", flush=True)
             for way, row in table.items():
                 print(
                     f"  {way:<28} BLEU {row['bleu']:5.1f}  chrF {row['chrf']:5.1f}  BP {row['brevity_penalty']:.3f}",
