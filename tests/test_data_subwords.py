@@ -67,6 +67,23 @@ def test_no_input_is_unknown_and_decoding_gives_the_text_back(sentences, lang):
         assert not subwords.encode("我喜欢茶。")[0].startswith("\u2581")
 
 
+def test_bpe_dropout_splits_words_in_the_ways_their_merges_allow_and_repeats_with_its_seed():
+    subwords = Subwords.learn(ENGLISH, 320)
+    vocab, texts = subwords.vocab(), ENGLISH[:4] * 25
+    first = subwords.sample(texts, 0.3, seed=7)
+    assert first == subwords.sample(texts, 0.3, seed=7)  # the same seed, the same splits
+    assert first != subwords.sample(texts, 0.3, seed=8)
+    assert subwords.sample(texts, 0.0, seed=7) == [subwords.encode(t) for t in texts]
+    usual = [subwords.encode(t) for t in texts]
+    for text, pieces, whole in zip(texts, first, usual):
+        assert subwords.decode(pieces) == text and vocab.unk_id not in vocab.encode(pieces)
+        assert len(pieces) >= len(whole)  # merges left out: as many pieces or more, never fewer
+    assert sum(p != w for p, w in zip(first, usual)) > len(texts) // 4  # about one merge in three is left out
+    assert len({tuple(p) for p, t in zip(first, texts) if t == "Where is the station?"}) > 3
+    with pytest.raises(ValueError, match=r"dropout of merges must be in \[0, 1\), got 1"):
+        subwords.sample(texts, 1.0, seed=0)
+
+
 def test_the_vocabulary_holds_the_reserved_tokens_then_every_piece(tmp_path):
     subwords = Subwords.learn(ENGLISH, 300)
     vocab = subwords.vocab()

@@ -749,6 +749,28 @@ def test_resume_continues_exactly(tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_bpe_dropout_splits_the_sources_anew_and_resumes_exactly(tmp_path, capsys):
+    pairs = write_anki(tmp_path / "fra.txt", en_fr_rows(120))
+    common = ["--pairs", str(pairs), "--src", "en", "--tgt", "fr", *TINY, "--pieces", "400"]
+    sampled = [*common, "--bpe-dropout", "0.3"]
+    assert cli.main(["train", *sampled, "--out", str(tmp_path / "straight"), "--epochs", "2"]) == 0
+    assert cli.main(["train", *sampled, "--out", str(tmp_path / "cut"), "--epochs", "2", "--steps", "3"]) == 0
+    assert cli.main(["train", "--out", str(tmp_path / "cut"), "--resume", "--epochs", "2"]) == 0
+    a, b = weights(tmp_path / "straight"), weights(tmp_path / "cut")
+    assert all(torch.equal(a[k], b[k]) for k in a)  # the same splits after resuming
+    assert cli.main(["train", *common, "--out", str(tmp_path / "usual"), "--epochs", "2"]) == 0
+    usual = weights(tmp_path / "usual")
+    assert not all(torch.equal(a[k], usual[k]) for k in a)  # the option changes what the model reads
+    assert json.loads((tmp_path / "cut" / "config.json").read_text())["settings"]["bpe_dropout"] == 0.3
+    capsys.readouterr()
+    status, out, err = run(
+        ["train", *common, "--out", tmp_path / "w", "--tokens", "words", "--bpe-dropout", "0.1"], capsys
+    )
+    assert_clean_error(status, err, "--bpe-dropout needs --tokens subwords")
+    status, out, err = run(["train", *common, "--out", tmp_path / "w", "--bpe-dropout", "1"], capsys)
+    assert_clean_error(status, err, "--bpe-dropout must be in [0, 1), got 1")
+
+
 def dropout_of(folder: Path) -> tuple[float, list[dict]]:
     """The dropout a run's checkpoint carries on with, and the log's dropout events."""
     events = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]

@@ -160,6 +160,28 @@ class Subwords:
         """The pieces of ``text``; a character without a piece of its own is spelled as its bytes."""
         return self._sp.encode(_normalize(text), out_type=str)
 
+    def sample(self, texts: Sequence[str], dropout: float, seed: int) -> list[list[str]]:
+        """BPE-dropout {cite}`provilkov2020bpe`: the pieces of each text, each merge left out with chance ``dropout``.
+
+        Encoding applies the learned merges; here each merge that could apply is
+        skipped at random, so a word comes out split in one of the ways its
+        merges allow, a different one each time (``dropout`` 0: :meth:`encode`).
+        A model trained on such splits sees a word's parts as well as the word,
+        which helps where a training file is small. The splits depend only on
+        ``seed`` and ``texts``, in order: the same seed gives the same splits.
+        """
+        if not 0 <= dropout < 1:
+            raise ValueError(f"the dropout of merges must be in [0, 1), got {dropout:g}")
+        if dropout == 0:
+            return [self.encode(t) for t in texts]
+        import sentencepiece
+
+        sentencepiece.set_random_generator_seed(seed % 2**32)
+        sp = self._sp
+        return [
+            sp.encode(_normalize(t), out_type=str, enable_sampling=True, alpha=dropout, nbest_size=-1) for t in texts
+        ]
+
     def decode(self, pieces: Sequence[str]) -> str:
         """The text the ``pieces`` spell (the inverse of :meth:`encode`); unknown pieces are left out."""
         unk = self._sp.unk_id()

@@ -80,6 +80,8 @@ def new_run(args: argparse.Namespace, out: Path, cluster: Cluster, console: Cons
     src, tgt, reverse = languages(args)
     settings = from_args(RunSettings, args)
     check_model_settings(settings)
+    if settings.bpe_dropout and settings.tokens != "subwords":
+        raise CommandError(f"--bpe-dropout needs --tokens subwords: {settings.tokens} have no merges to leave out")
     downloads = args.pairs == "fra-eng"
     if downloads and cluster.local_rank != 0:
         cluster.barrier()  # the first process of each machine downloads; the others wait for it

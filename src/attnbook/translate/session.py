@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+import zlib
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -179,10 +180,27 @@ class TrainingSession:
         absolute = self.position["epoch"] + epoch - 1
         everything = self.sampler.batches(absolute)
         mine = everything[self.cluster.rank :: self.cluster.world][: self.steps_per_epoch]
+        sources = self._split_anew([i for indices in mine for i in indices], absolute)
         if epoch == 1:
             mine = mine[self.position["step_in_epoch"] :]
         for indices in mine:
-            yield collate([self.dataset[i] for i in indices])
+            yield collate([(sources.get(i, self.dataset.src_ids[i]), self.dataset.tgt_ids[i]) for i in indices])
+
+    def _split_anew(self, indices: list[int], epoch: int) -> dict[int, list[int]]:
+        """``--bpe-dropout``: this epoch's source ids of the pairs ``indices``, split anew (none when it is off).
+
+        The splits depend on the seed, the epoch (from 0) and the process, and
+        cover the whole of the process's epoch, so a resumed run splits as an
+        uninterrupted one would. A split longer than ``--max-length`` is left
+        as the usual one. Batches are formed on the usual lengths.
+        """
+        p, tokens = self.settings.bpe_dropout, self.prepared.tokens
+        if not p or tokens is None:
+            return {}
+        seed = zlib.crc32(f"{self.settings.seed}/{epoch}/{self.cluster.rank}".encode())
+        pairs, vocab, longest = self.prepared.train_pairs, self.prepared.src_vocab, self.settings.max_length
+        split = tokens.sampled_sources([pairs[i].src for i in indices], p, seed)
+        return {i: vocab.encode(pieces) for i, pieces in zip(indices, split) if len(pieces) <= longest}
 
     def run(self) -> int:
         """Train until the budget is spent or Ctrl-C; 0, or 130 when interrupted."""

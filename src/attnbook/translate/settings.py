@@ -191,6 +191,14 @@ class RunSettings:
         metavar="N",
         rule=at_least(300, " (256 of them are bytes)"),
     )
+    bpe_dropout: float = setting(
+        0.0,
+        "subwords: every epoch, split the training source sentences anew, each merge left out with probability P "
+        "(BPE-dropout; 0: off)",
+        group="vocabulary",
+        metavar="P",
+        rule=probability,
+    )
     max_vocab: int = setting(
         8000,
         "words: at most N tokens per language",
