@@ -145,11 +145,21 @@ WAYS = {
 }
 
 
+def _seeded(system: str, seed: int) -> str:
+    """The name of a system's run folder, log and scores for a seed: ``ours``, ``ours-seed1``, ..."""
+    return system if seed == 0 else f"{system}-seed{seed}"
+
+
+def _ratio(bleu: dict) -> float:
+    """Ours' BLEU over d2l's (``bleu``: ``{"ours": ..., "d2l": ...}``)."""
+    return bleu["ours"] / max(bleu["d2l"], 1e-9)
+
+
 def ours(
     direction: dict, train: Path, test: Path, work: Path, minutes: float, threads: int, seed: int = 0, ways=WAYS
 ) -> dict:
     """Train ours in ``work/ours`` (``work/ours-seedK`` for another seed) and score it the ``ways`` given."""
-    name = "ours" if seed == 0 else f"ours-seed{seed}"
+    name = _seeded("ours", seed)
     run, log = work / name, work / f"{name}.log"
     languages = ["--src", direction["src"], "--tgt", direction["tgt"]] + (["--reverse"] if direction["reverse"] else [])
     seeded = ["--seed", seed] if seed else []
@@ -185,7 +195,7 @@ def ours(
 
 
 def d2l(direction: dict, train: Path, test: Path, work: Path, seconds: float, threads: int, seed: int = 0) -> dict:
-    name = "d2l" if seed == 0 else f"d2l-seed{seed}"
+    name = _seeded("d2l", seed)
     out = work / f"{name}.json"
     command = [
         sys.executable,
@@ -477,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
                     "d2l": r["d2l"]["scores"]["bleu"],
                 }
             means = {s: sum(r["bleu"][s] for r in rounds) / len(rounds) for s in ("ours", "d2l")}
-            ratio = means["ours"] / max(means["d2l"], 1e-9)
+            ratio = _ratio(means)
             results.append(
                 {
                     "direction": name,
@@ -494,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
                                 {
                                     "order": r["order"],
                                     "bleu": r["bleu"],
-                                    "bleu_ratio": r["bleu"]["ours"] / max(r["bleu"]["d2l"], 1e-9),
+                                    "bleu_ratio": _ratio(r["bleu"]),
                                     **({"ours": r["ours"], "d2l": r["d2l"]} if k else {}),
                                 }
                                 for k, r in enumerate(rounds)
