@@ -779,16 +779,21 @@ def dropout_of(folder: Path) -> tuple[float, list[dict]]:
 
 
 def test_dropout_auto_turns_on_when_the_budget_allows_many_epochs(tmp_path, capsys):
-    from attnbook.translate.settings import AUTO_DROPOUT, AUTO_DROPOUT_EPOCHS
+    from attnbook.translate.settings import AUTO_DROPOUT, AUTO_DROPOUT_EPOCHS, MORE_DROPOUT, MORE_DROPOUT_EPOCHS
 
     pairs = write_anki(tmp_path / "fra.txt", en_fr_rows(120))
     common = ["--pairs", pairs, "--src", "en", "--tgt", "fr", *TINY]
     status, out, err = run(["train", *common, "--out", tmp_path / "long", "--epochs", AUTO_DROPOUT_EPOCHS], capsys)
     assert status == 0, err
-    assert f"passes over the training pairs: dropout {AUTO_DROPOUT:g}" in out
+    assert f"passes over the training pairs: dropout {AUTO_DROPOUT:g} ({MORE_DROPOUT:g} from" in out
     dropout, events = dropout_of(tmp_path / "long")
     assert dropout == AUTO_DROPOUT and [e["dropout"] for e in events] == [AUTO_DROPOUT]
     assert json.loads((tmp_path / "long" / "config.json").read_text())["settings"]["dropout"] == "auto"
+
+    # more passes, more dropout
+    status, out, err = run(["train", *common, "--out", tmp_path / "many", "--epochs", MORE_DROPOUT_EPOCHS], capsys)
+    assert status == 0 and f"passes over the training pairs: dropout {MORE_DROPOUT:g}\n" in out, err
+    assert dropout_of(tmp_path / "many")[0] == MORE_DROPOUT
 
     status, out, err = run(["train", *common, "--out", tmp_path / "short", "--epochs", AUTO_DROPOUT_EPOCHS - 1], capsys)
     assert status == 0 and "dropout 0 (--dropout auto turns it on from" in out, err

@@ -46,7 +46,7 @@ from .console import PROGRAM, CommandError, Console, format_duration
 from .control import Interrupted, Position, Signals, Tracker
 from .model import build_model
 from .run_folder import BEST_FILE, CHECKPOINT_FILE, LOG_FILE, TrainingLog, best_valid_loss, one_line
-from .settings import AUTO, AUTO_DROPOUT, AUTO_DROPOUT_EPOCHS, Budget, RunSettings
+from .settings import AUTO, AUTO_DROPOUT_EPOCHS, MORE_DROPOUT, MORE_DROPOUT_EPOCHS, Budget, RunSettings, auto_dropout
 from .tokens import RunTokens
 
 __all__ = ["PreparedRun", "TrainingSession", "PROBE_STEPS", "WARMUP_SHARE", "AVERAGE_SPAN"]
@@ -347,20 +347,21 @@ class TrainingSession:
         return min(self.budget.epochs or math.inf, steps / self.steps_per_epoch)
 
     def choose_dropout(self, epochs: float) -> None:
-        """``--dropout auto``: :data:`AUTO_DROPOUT` when the budget allows :data:`AUTO_DROPOUT_EPOCHS` epochs or more.
+        """``--dropout auto``: the dropout :func:`~attnbook.translate.settings.auto_dropout` gives for ``epochs``.
 
         One pass over the pairs is too few for dropout to pay (it slows
         learning); many passes over a small file teach a model without it its
         training pairs by heart. The choice is logged and saved with each
         checkpoint, so a resumed run keeps it.
         """
-        chosen = AUTO_DROPOUT if epochs >= AUTO_DROPOUT_EPOCHS else 0.0
+        chosen = auto_dropout(epochs)
         self.set_dropout(chosen)
         self.log.write(event="dropout", reason="auto", epochs_allowed=min(epochs, 1e9), dropout=chosen)
         shown = "no limit" if math.isinf(epochs) else f"about {epochs:,.1f}"
         self.console.say(
             f"the budget allows {shown} passes over the training pairs: dropout {chosen:g}"
-            + ("" if chosen else f" (--dropout auto turns it on from {AUTO_DROPOUT_EPOCHS})")
+            + (f" (--dropout auto turns it on from {AUTO_DROPOUT_EPOCHS})" if not chosen else "")
+            + (f" ({MORE_DROPOUT:g} from {MORE_DROPOUT_EPOCHS})" if 0 < chosen < MORE_DROPOUT else "")
         )
 
     def on_epoch(self, epoch_log: EpochLog) -> bool:

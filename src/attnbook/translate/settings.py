@@ -32,6 +32,9 @@ __all__ = [
     "AUTO",
     "AUTO_DROPOUT",
     "AUTO_DROPOUT_EPOCHS",
+    "MORE_DROPOUT",
+    "MORE_DROPOUT_EPOCHS",
+    "auto_dropout",
     "setting",
     "RunSettings",
     "Budget",
@@ -48,7 +51,21 @@ __all__ = [
 #: scores held-out pairs with and without it); from about five passes over a small file it keeps the model from
 #: learning its training pairs by heart (book/results/translate_sweep_dropout.json).
 AUTO, AUTO_DROPOUT, AUTO_DROPOUT_EPOCHS = "auto", 0.1, 4
-DROPOUT_NOTE = f"auto: {AUTO_DROPOUT:g} when the budget allows {AUTO_DROPOUT_EPOCHS} or more epochs, else 0"
+#: ... and this much from this many passes: at nine passes 0.1 no longer kept the validation loss from rising, and
+#: 0.2 did (book/results/translate_sweep_dropout_nine_passes.json); at four and a half 0.2 did worse than 0.1.
+MORE_DROPOUT, MORE_DROPOUT_EPOCHS = 0.2, 8
+DROPOUT_NOTE = (
+    f"auto: {AUTO_DROPOUT:g} when the budget allows {AUTO_DROPOUT_EPOCHS} or more epochs, "
+    f"{MORE_DROPOUT:g} from {MORE_DROPOUT_EPOCHS}, else 0"
+)
+
+
+def auto_dropout(epochs: float) -> float:
+    """The dropout ``--dropout auto`` chooses for a budget of ``epochs`` passes over the training pairs."""
+    if epochs >= MORE_DROPOUT_EPOCHS:
+        return MORE_DROPOUT
+    return AUTO_DROPOUT if epochs >= AUTO_DROPOUT_EPOCHS else 0.0
+
 
 MODELS, DTYPES = ("transformer", "rnn"), ("float32", "float64")
 #: What a run reads and writes: subword pieces (SentencePiece) or chapter 1's words; one subword model or two.
