@@ -192,14 +192,15 @@ class TrainingSession:
         The splits depend on the seed, the epoch (from 0) and the process, and
         cover the whole of the process's epoch, so a resumed run splits as an
         uninterrupted one would. A split longer than ``--max-length`` is left
-        as the usual one. Batches are formed on the usual lengths.
+        as the usual one. Batches are formed on the usual lengths. (``train``
+        refuses the option with words, which have no merges.)
         """
-        p, tokens = self.settings.bpe_dropout, self.prepared.tokens
-        if not p or tokens is None:
+        p, run = self.settings.bpe_dropout, self.prepared
+        if not p:
             return {}
         seed = zlib.crc32(f"{self.settings.seed}/{epoch}/{self.cluster.rank}".encode())
-        pairs, vocab, longest = self.prepared.train_pairs, self.prepared.src_vocab, self.settings.max_length
-        split = tokens.sampled_sources([pairs[i].src for i in indices], p, seed)
+        pairs, vocab, longest = run.train_pairs, run.src_vocab, self.settings.max_length
+        split = run.tokens.src_subwords.sample([pairs[i].src for i in indices], p, seed)
         return {i: vocab.encode(pieces) for i, pieces in zip(indices, split) if len(pieces) <= longest}
 
     def run(self) -> int:

@@ -107,12 +107,6 @@ class RunTokens:
         """The tokens of a source sentence."""
         return self.src_subwords.encode(text) if self.kind == "subwords" else tokenize(text, self.src_lang)
 
-    def sampled_sources(self, texts: Sequence[str], dropout: float, seed: int) -> list[list[str]]:
-        """The source sentences split anew by BPE-dropout (:meth:`attnbook.data.Subwords.sample`)."""
-        if self.kind != "subwords":
-            raise CommandError("--bpe-dropout needs --tokens subwords: words have no merges to leave out")
-        return self.src_subwords.sample(texts, dropout, seed)
-
     def pairs(self, pairs: Sequence[Pair]) -> list[Pair]:
         """The pairs with this run's tokens (pairs are read with chapter 1's words)."""
         if self.kind == "words":
