@@ -103,6 +103,12 @@ def write_pairs(path: Path, pairs, reverse: bool) -> Path:
     return path
 
 
+def dropout_events(events: list[dict]) -> list[dict]:
+    """What a run's log says of its dropout: what ``--dropout auto`` chose for how many passes, or when
+    ``--late-dropout`` turned it on."""
+    return [{k: v for k, v in e.items() if k not in ("event", "time")} for e in events if e["event"] == "dropout"]
+
+
 def hold_out(direction: dict, work: Path, n_test: int) -> tuple[Path, Path, int, int]:
     """The training file and the test file of a direction, and their sizes in pairs."""
     from attnbook.data import split_by_checksum
@@ -180,9 +186,7 @@ def ours(
         if e["event"] == "epoch"
     ]
     result["average"] = next((e for e in events if e["event"] == "average"), None)
-    result["dropout"] = [
-        {k: v for k, v in e.items() if k not in ("event", "time")} for e in events if e["event"] == "dropout"
-    ]
+    result["dropout"] = dropout_events(events)
     result["chosen_decoding"] = json.loads((run / "decoding.json").read_text())
     config = json.loads((run / "config.json").read_text())
     result["split_sizes"], result["tokens"], result["settings"] = (
