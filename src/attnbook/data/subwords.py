@@ -170,6 +170,8 @@ class Subwords:
         which the method's authors found to help most where training data is
         small (over ten minutes of training it did not: book/running.md). The splits depend only on
         ``seed`` and ``texts``, in order: the same seed gives the same splits.
+        SentencePiece seeds its sampling process-wide only, so this call resets
+        that seed for any other sampling in the process.
         """
         if not 0 <= dropout < 1:
             raise ValueError(f"the dropout of merges must be in [0, 1), got {dropout:g}")
