@@ -52,7 +52,9 @@ __all__ = [
 #: learning its training pairs by heart (book/results/translate_sweep_dropout.json).
 AUTO, AUTO_DROPOUT, AUTO_DROPOUT_EPOCHS = "auto", 0.1, 4
 #: ... and this much from this many passes: at nine passes 0.1 no longer kept the validation loss from rising, and
-#: 0.2 did (book/results/translate_sweep_dropout_nine_passes.json); at four and a half 0.2 did worse than 0.1.
+#: 0.2 did (book/results/translate_sweep_dropout_nine_passes.json); at four and a half and at six passes 0.2 did
+#: worse than 0.1 (translate_sweep_dropout.json, translate_sweep_dropout_seven_minutes.json); 0.3 at nine did worse
+#: than 0.2 (translate_sweep_dropout_nine_passes_0.3.json).
 MORE_DROPOUT, MORE_DROPOUT_EPOCHS = 0.2, 8
 DROPOUT_NOTE = (
     f"auto: {AUTO_DROPOUT:g} when the budget allows {AUTO_DROPOUT_EPOCHS} or more epochs, "
