@@ -168,8 +168,9 @@ class Subwords:
         merges allow, a different one each time (``dropout`` 0: :meth:`encode`).
         A model trained on such splits sees a word's parts as well as the word,
         which the method's authors found to help most where training data is
-        small (over ten minutes of training it did not: book/running.md). The splits depend only on
-        ``seed`` and ``texts``, in order: the same seed gives the same splits.
+        small (over ten minutes of training it did not: book/running.md). The
+        splits depend only on ``seed`` and ``texts``, in order: the same seed
+        gives the same splits.
         SentencePiece seeds its sampling process-wide only, so this call resets
         that seed for any other sampling in the process.
         """
