@@ -424,11 +424,17 @@ class _Step:
     pad_id: int
     label_smoothing: float
     device: torch.device
+    autocast: torch.dtype | None = None
 
     def __call__(self, batch, where: str) -> tuple[float, int]:
         """Train on one batch; return its mean loss per target token and its number of target tokens."""
         batch = _to(batch, self.device)
-        logits = self.model(batch.src, batch.src_mask, batch.tgt_in)
+        if self.autocast is None:
+            logits = self.model(batch.src, batch.src_mask, batch.tgt_in)
+        else:  # mixed precision: the matrix products in the lower precision, the loss in float32
+            with torch.autocast(self.device.type, dtype=self.autocast):
+                logits = self.model(batch.src, batch.src_mask, batch.tgt_in)
+            logits = logits.float()
         loss = sequence_loss(logits, batch.tgt_out, self.pad_id, self.label_smoothing)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"the loss became {float(loss)} at {where}: lower the learning rate")
@@ -463,6 +469,7 @@ def train(
     log_every: int = 5,
     on_step: Callable[[TrainStep], bool | None] | None = None,
     on_epoch: Callable[[EpochLog], bool | None] | None = None,
+    autocast: torch.dtype | None = None,
 ) -> History:
     """Train ``model`` with teacher forcing; return the :class:`History`.
 
@@ -475,7 +482,11 @@ def train(
     optimizer is Adam with learning rate ``lr``; the gradient norm is clipped to
     ``clip`` (``None``: no clipping); ``scheduler``, if given, is stepped after
     every batch. ``seed`` seeds PyTorch (dropout) so that a run is reproducible.
-    ``verbose`` prints one line per epoch.
+    ``verbose`` prints one line per epoch. ``autocast`` (``torch.bfloat16``, say)
+    trains in mixed precision: the weights, the optimizer and the loss stay in
+    the model's dtype, and :func:`torch.autocast` runs the forward pass's matrix
+    products in ``autocast`` (fast only where the processor has instructions
+    for it); validation stays in the model's dtype.
 
     Two optional callbacks let a caller watch and steer a run: ``on_step(TrainStep)``
     after every optimizer (and scheduler) step, ``on_epoch(EpochLog)`` after
@@ -501,7 +512,7 @@ def train(
     step_hooks = [hook for hook in (figure and figure.on_step, on_step) if hook is not None]
     epoch_hooks = [hook for hook in (figure and figure.on_epoch, on_epoch) if hook is not None]
     optimizer = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
-    train_step = _Step(model, optimizer, scheduler, clip, pad_id, label_smoothing, _device_of(model))
+    train_step = _Step(model, optimizer, scheduler, clip, pad_id, label_smoothing, _device_of(model), autocast)
 
     start, step = time.perf_counter(), 0
     for epoch in range(1, epochs + 1):

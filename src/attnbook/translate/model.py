@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+import torch
 from torch import nn
 
 from ..decode import EXTRA_OUTPUT_TOKENS
@@ -20,7 +21,14 @@ from ..transformer import Transformer, TransformerConfig
 from .console import CommandError
 from .settings import AUTO, RunSettings, flag
 
-__all__ = ["MAX_POSITIONS", "MODEL_FIELDS", "model_config", "build_model", "check_model_settings"]
+__all__ = [
+    "MAX_POSITIONS",
+    "MODEL_FIELDS",
+    "model_config",
+    "build_model",
+    "check_model_settings",
+    "precision",
+]
 
 #: The positional table's length: the longest sentence the model can read, and the longest it writes.
 MAX_POSITIONS = 256
@@ -63,6 +71,17 @@ def build_model(arch: str, config: dict) -> nn.Module:
         return model_class(config_class(**config))
     except (TypeError, ValueError) as err:
         raise CommandError(f"this model configuration cannot be built: {err}") from None
+
+
+def precision(dtype: str) -> tuple[torch.dtype, torch.dtype | None]:
+    """``--dtype``'s weights dtype, and the dtype of the matrix products when training in mixed precision.
+
+    ``bfloat16`` keeps the weights (and the optimizer and the loss) in float32 and
+    trains with :func:`torch.autocast`; a trained model is used in float32.
+    """
+    if dtype == "bfloat16":
+        return torch.float32, torch.bfloat16
+    return getattr(torch, dtype), None
 
 
 def check_model_settings(settings: RunSettings) -> None:

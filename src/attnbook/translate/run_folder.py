@@ -32,7 +32,7 @@ import torch
 from ..data import Vocab
 from ..train import CheckpointMismatch, load_checkpoint, read_checkpoint
 from .console import PROGRAM, CommandError, Console
-from .model import build_model
+from .model import build_model, precision
 from .tokens import RunTokens
 
 __all__ = [
@@ -162,7 +162,7 @@ def open_run(folder: str | Path, console: Console, device: torch.device | None =
             f"first save; continue it with '{PROGRAM} train --out {folder} --resume'"
         )
     model = build_model(config["arch"], config["model"])
-    model.to(getattr(torch, config["settings"].get("dtype", "float32")))
+    model.to(precision(config["settings"].get("dtype", "float32"))[0])
     try:  # the weights of the epoch with the lowest validation loss, else the last ones
         run.extra = load_checkpoint(folder / BEST_FILE, model)
     except (FileNotFoundError, CheckpointMismatch) as best_error:

@@ -44,7 +44,7 @@ from ..transformer import PositionwiseFFN
 from .cluster import Cluster
 from .console import PROGRAM, CommandError, Console, format_duration
 from .control import Interrupted, Position, Signals, Tracker
-from .model import build_model
+from .model import build_model, precision
 from .run_folder import BEST_FILE, CHECKPOINT_FILE, LOG_FILE, TrainingLog, best_valid_loss, one_line
 from .settings import AUTO, AUTO_DROPOUT_EPOCHS, MORE_DROPOUT, MORE_DROPOUT_EPOCHS, Budget, RunSettings, auto_dropout
 from .tokens import RunTokens
@@ -116,7 +116,8 @@ class TrainingSession:
         s, state, cluster = self.settings, self.prepared.state, self.cluster
         torch.manual_seed(s.seed)
         model = build_model(s.arch, self.prepared.config["model"])
-        self.model = model.to(dtype=getattr(torch, s.dtype), device=cluster.device)
+        weights, self.autocast = precision(s.dtype)
+        self.model = model.to(dtype=weights, device=cluster.device)
         self.optimizer, self.scheduler = paper_optimizer(
             self.model, d_model=s.d_model, warmup=s.warmup, factor=s.lr_factor, fused=True
         )
@@ -247,6 +248,7 @@ class TrainingSession:
                     verbose=False,
                     on_step=self.on_step,
                     on_epoch=self.on_epoch,
+                    autocast=self.autocast,
                 )
         except Interrupted:
             self.log.write(event="interrupted", position=self.tracker.position())
