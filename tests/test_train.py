@@ -295,6 +295,29 @@ def test_training_is_deterministic():
     assert all(torch.equal(runs[0][2][k], runs[1][2][k]) for k in runs[0][2])
 
 
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_mixed_precision_multiplies_in_bfloat16_and_keeps_the_weights_in_float32(arch):
+    from attnbook.transformer import Transformer, TransformerConfig
+
+    torch.manual_seed(0)
+    if arch == "transformer":
+        model = Transformer(TransformerConfig(10, 10, d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.0))
+    else:
+        model = _model()
+    products = []  # the dtype of every linear map's output during training
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.register_forward_hook(lambda m, args, out: products.append(out.dtype) if m.training else None)
+    before = evaluate(model, VALID)
+    history = train(model, TRAIN, VALID, epochs=6, lr=1e-2, plot=False, verbose=False, autocast=torch.bfloat16)
+    assert products and set(products) == {torch.bfloat16}
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert history.final_valid_loss < 0.6 * before  # it learns
+    products.clear()
+    train(model, TRAIN, epochs=1, plot=False, verbose=False)  # without autocast: float32 again
+    assert set(products) == {torch.float32}
+
+
 def test_time_budget_stops_before_the_epoch_budget(capsys):
     model = _model()
     history = train(model, TRAIN, VALID, epochs=50, max_seconds=1e-9, plot=False)

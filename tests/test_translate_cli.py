@@ -815,6 +815,46 @@ def test_dropout_auto_turns_on_when_the_budget_allows_many_epochs(tmp_path, caps
     assert not (tmp_path / "bad").exists()
 
 
+def test_bfloat16_trains_in_mixed_precision_and_auto_asks_the_processor(tmp_path, capsys, monkeypatch):
+    import attnbook.translate.model as run_model
+
+    pairs = write_anki(tmp_path / "fra.txt", en_fr_rows(120))
+    common = ["--pairs", pairs, "--src", "en", "--tgt", "fr", *TINY, "--epochs", 1, "--dropout", 0]
+
+    def started(folder: Path) -> dict:
+        return json.loads((folder / "log.jsonl").read_text().splitlines()[0])
+
+    status, out, err = run(["train", *common, "--out", tmp_path / "mixed", "--dtype", "bfloat16"], capsys)
+    assert status == 0 and "on 1 × cpu, bfloat16 mixed precision" in out, err
+    assert started(tmp_path / "mixed")["precision"] == "bfloat16 mixed precision"
+    mixed = weights(tmp_path / "mixed")
+    assert all(w.dtype == torch.float32 for w in mixed.values())  # the weights stay float32...
+    status, out, err = run(["train", *common, "--out", tmp_path / "plain", "--dtype", "float32"], capsys)
+    assert status == 0 and started(tmp_path / "plain")["precision"] == "float32", err
+    plain = weights(tmp_path / "plain")
+    assert not all(torch.equal(mixed[k], plain[k]) for k in plain)  # ... and the steps differ
+    status, out, err = run(["evaluate", tmp_path / "mixed", "--show", 0], capsys)
+    assert status == 0 and "BLEU" in out, err
+    for native, chosen in [(False, "float32"), (True, "bfloat16 mixed precision")]:
+        monkeypatch.setattr(run_model, "native_bfloat16", lambda device, answer=native: answer)
+        status, out, err = run(["train", *common, "--out", tmp_path / f"auto-{native}", "--dtype", "auto"], capsys)
+        assert status == 0 and started(tmp_path / f"auto-{native}")["precision"] == chosen, err
+
+
+def test_native_bfloat16_follows_the_processor_and_a_capped_onednn(monkeypatch):
+    from attnbook.translate.model import native_bfloat16
+
+    cpu = torch.device("cpu")
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    flags = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    assert native_bfloat16(cpu) == flags
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")  # emulated there: many times slower than float32
+    assert native_bfloat16(cpu) is False
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx512_core_bf16")
+    assert native_bfloat16(cpu) == flags
+    assert native_bfloat16(torch.device("meta")) is False
+
+
 def test_a_shortened_warm_up_keeps_the_peak_learning_rate(tmp_path, capsys):
     # A warm-up far longer than the budget's steps: the run shortens it after its first steps, and the rate still
     # peaks where the configured schedule would, factor / sqrt(d_model * warmup), not higher.

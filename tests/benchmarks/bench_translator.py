@@ -21,13 +21,18 @@
    on the command line's default model with subword vocabularies of the
    default size: the optimizer step alone, and whole training steps (a batch
    of 48 pairs of 12 and 14 tokens), interleaved; medians and ratios.
+5. Precision: whole training steps of that model on that batch in float32 and
+   in bfloat16 mixed precision (``attnbook-translate train --dtype bfloat16``,
+   what ``--dtype auto`` chooses on a processor with bfloat16 instructions),
+   interleaved; medians and their ratio, and whether the processor has the
+   instructions (without them bfloat16 is emulated, and a few steps tell).
 
-Float32 (the realistic case); two threads unless ``--threads`` says otherwise.
+Float32 (the realistic case) but in part 5; two threads unless ``--threads`` says otherwise.
 It writes its figures to ``tests/benchmarks/results/bench_translator.json``;
 it has no target.
 
     python tests/benchmarks/bench_translator.py [--threads 2] [--repeats 5] [--batches 12] [--train-epochs 6]
-        [--only throughput cache beam optimizer]
+        [--only throughput cache beam optimizer precision]
 """
 
 from __future__ import annotations
@@ -150,9 +155,14 @@ def d2l_transformer(
 # --- 1. training throughput ----------------------------------------------------------------------
 
 
-def training_step(model: nn.Module, optimizer, batch) -> float:
-    """One step: forward, the label-smoothed loss, backward, clipping, Adam; returns the seconds of Adam's step."""
-    loss = sequence_loss(model(batch.src, batch.src_mask, batch.tgt_in), batch.tgt_out, label_smoothing=0.1)
+def training_step(model: nn.Module, optimizer, batch, autocast: torch.dtype | None = None) -> float:
+    """One step: forward, the label-smoothed loss, backward, clipping, Adam; returns the seconds of Adam's step.
+
+    With ``autocast``, the forward pass runs in mixed precision, as ``train(autocast=...)`` runs it.
+    """
+    with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+        logits = model(batch.src, batch.src_mask, batch.tgt_in)
+    loss = sequence_loss(logits.float(), batch.tgt_out, label_smoothing=0.1)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -292,8 +302,10 @@ def beam_times(corpus, epochs: int, repeats: int) -> dict[str, dict[str, float]]
 # --- 4. Adam's step: a loop over the parameters, or fused --------------------------------------------
 
 
-def optimizer_step(repeats: int, steps: int = 20) -> dict[str, dict[str, float]]:
-    from attnbook.translate.model import build_model, model_config
+def default_model_and_batch() -> tuple[dict, SimpleNamespace, int]:
+    """The command line's default model configuration (subword vocabularies of the default size), a batch of
+    48 pairs of 12 and 14 tokens, and the warm-up."""
+    from attnbook.translate.model import model_config
     from attnbook.translate.settings import RunSettings
 
     settings = RunSettings()
@@ -309,20 +321,32 @@ def optimizer_step(repeats: int, steps: int = 20) -> dict[str, dict[str, float]]
         tgt_in=tgt[:, :-1],
         tgt_out=tgt[:, 1:],
     )
+    return config, batch, settings.warmup
+
+
+def interleaved_steps(runs: dict, batch, n: int) -> dict[str, dict[str, float]]:
+    """Medians, in seconds, of ``n`` training steps of each run (model, optimizer, autocast), taken in turn."""
+    for model, optimizer, autocast in runs.values():
+        training_step(model, optimizer, batch, autocast)  # warm up
+    times: dict[str, dict[str, list[float]]] = {name: {"optimizer": [], "step": []} for name in runs}
+    for _ in range(n):
+        for name, (model, optimizer, autocast) in runs.items():  # interleaved: a change of load hits all
+            start = time.perf_counter()
+            times[name]["optimizer"].append(training_step(model, optimizer, batch, autocast))
+            times[name]["step"].append(time.perf_counter() - start)
+    return {name: {k: statistics.median(v) for k, v in t.items()} for name, t in times.items()}
+
+
+def optimizer_step(repeats: int, steps: int = 20) -> dict[str, dict[str, float]]:
+    from attnbook.translate.model import build_model
+
+    config, batch, warmup = default_model_and_batch()
     runs = {}
     for name, fused in (("loop", False), ("fused", True)):
         torch.manual_seed(0)
         model = build_model("transformer", config).train()
-        runs[name] = (model, paper_optimizer(model, warmup=settings.warmup, fused=fused)[0])
-    for run in runs.values():
-        training_step(*run, batch)  # warm up
-    times: dict[str, dict[str, list[float]]] = {name: {"optimizer": [], "step": []} for name in runs}
-    for _ in range(repeats * steps):
-        for name, run in runs.items():  # interleaved: a change of load hits both
-            start = time.perf_counter()
-            times[name]["optimizer"].append(training_step(*run, batch))
-            times[name]["step"].append(time.perf_counter() - start)
-    medians = {name: {k: statistics.median(v) for k, v in t.items()} for name, t in times.items()}
+        runs[name] = (model, paper_optimizer(model, warmup=warmup, fused=fused)[0], None)
+    medians = interleaved_steps(runs, batch, repeats * steps)
     params = sum(p.numel() for p in runs["loop"][0].parameters())
     print(f"\n[4] Adam's step, the command line's default model ({params:,} parameters); medians of {repeats * steps}")
     for name, m in medians.items():
@@ -339,13 +363,44 @@ def optimizer_step(repeats: int, steps: int = 20) -> dict[str, dict[str, float]]
     }
 
 
+def precision_step(repeats: int, steps: int = 20) -> dict:
+    """Whole training steps of the command line's default model in float32 and in bfloat16 mixed precision."""
+    from attnbook.translate.model import build_model, native_bfloat16
+
+    native = native_bfloat16(torch.device("cpu"))
+    n = repeats * steps if native else max(1, repeats)  # emulated bfloat16 is many times slower: a few steps tell
+    config, batch, warmup = default_model_and_batch()
+    runs = {}
+    for name, autocast in (("float32", None), ("bfloat16", torch.bfloat16)):
+        torch.manual_seed(0)
+        model = build_model("transformer", config).train()
+        runs[name] = (model, paper_optimizer(model, warmup=warmup, fused=True)[0], autocast)
+    medians = interleaved_steps(runs, batch, n)
+    plain, mixed = medians["float32"]["step"], medians["bfloat16"]["step"]
+    print(
+        f"\n[5] precision, the command line's default model; bfloat16 instructions: {'yes' if native else 'no'}; "
+        f"medians of {n}\n  float32 {plain * 1e3:6.1f} ms, bfloat16 mixed precision {mixed * 1e3:6.1f} ms "
+        f"a training step: float32 / bfloat16 {plain / mixed:.2f}x"
+    )
+    return {
+        "native_bfloat16": native,
+        "steps": n,
+        "float32_ms": round(plain * 1e3, 2),
+        "bfloat16_ms": round(mixed * 1e3, 2),
+        "float32_over_bfloat16": round(plain / mixed, 2),
+    }
+
+
+PARTS = ["throughput", "cache", "beam", "optimizer", "precision"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batches", type=int, default=12)
     parser.add_argument("--train-epochs", type=int, default=6)
-    parser.add_argument("--only", choices=["throughput", "cache", "beam", "optimizer"], nargs="*")
+    parser.add_argument("--only", choices=PARTS, nargs="*")
     args = parser.parse_args(argv)
     record = Report(__file__, argv)
     torch.set_num_threads(args.threads)
@@ -369,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
             "train_epochs": args.train_epochs,
         },
     )
-    only = set(args.only or ["throughput", "cache", "beam", "optimizer"])
+    only = set(args.only or PARTS)
     if "throughput" in only:
         record.figure("throughput", throughput(corpus, batches, args.repeats))
     if "cache" in only:
@@ -378,6 +433,8 @@ def main(argv: list[str] | None = None) -> int:
         record.figure("decoding", beam_times(corpus, args.train_epochs, max(1, args.repeats // 2)))
     if "optimizer" in only:
         record.figure("optimizer", optimizer_step(args.repeats))
+    if "precision" in only:
+        record.figure("precision", precision_step(args.repeats))
     return record.finish()
 
 

@@ -109,6 +109,11 @@ def dropout_events(events: list[dict]) -> list[dict]:
     return [{k: v for k, v in e.items() if k not in ("event", "time")} for e in events if e["event"] == "dropout"]
 
 
+def precision_of(events: list[dict]) -> str | None:
+    """How a run computed (``float32``, ``bfloat16 mixed precision``), as its log's first event says."""
+    return next((e.get("precision") for e in events if e["event"] == "start"), None)
+
+
 def hold_out(direction: dict, work: Path, n_test: int) -> tuple[Path, Path, int, int]:
     """The training file and the test file of a direction, and their sizes in pairs."""
     from attnbook.data import split_by_checksum
@@ -186,7 +191,7 @@ def ours(
         if e["event"] == "epoch"
     ]
     result["average"] = next((e for e in events if e["event"] == "average"), None)
-    result["dropout"] = dropout_events(events)
+    result["dropout"], result["precision"] = dropout_events(events), precision_of(events)
     result["chosen_decoding"] = json.loads((run / "decoding.json").read_text())
     config = json.loads((run / "config.json").read_text())
     result["split_sizes"], result["tokens"], result["settings"] = (

@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from _report import Report  # noqa: E402
-from translate_real import cli, dropout_events  # noqa: E402  (runs the command line with this tree's library and N threads)
+from translate_real import cli, dropout_events, precision_of  # noqa: E402  (runs the command line with this tree's library and N threads)
 
 
 def _number(text: str) -> float | None:
@@ -89,7 +89,7 @@ def one_value(args: argparse.Namespace, value: str, work: Path) -> dict:
     average = next((e for e in events if e["event"] == "average"), None)
     result["average"] = {k: average[k] for k in ("steps", "valid_loss", "kept")} if average else None
     result["steps"] = next(e for e in reversed(events) if e["event"] == "end")["position"]["step"]
-    result["dropout"] = dropout_events(events)
+    result["dropout"], result["precision"] = dropout_events(events), precision_of(events)
     result["settings"] = json.loads((run / "config.json").read_text())["settings"]
     return result
 

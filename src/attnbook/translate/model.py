@@ -10,6 +10,7 @@ the command line (``num_heads (3)`` becomes ``--num-heads 3``).
 
 from __future__ import annotations
 
+import os
 import re
 
 import torch
@@ -28,6 +29,7 @@ __all__ = [
     "build_model",
     "check_model_settings",
     "precision",
+    "native_bfloat16",
 ]
 
 #: The positional table's length: the longest sentence the model can read, and the longest it writes.
@@ -73,15 +75,35 @@ def build_model(arch: str, config: dict) -> nn.Module:
         raise CommandError(f"this model configuration cannot be built: {err}") from None
 
 
-def precision(dtype: str) -> tuple[torch.dtype, torch.dtype | None]:
+def precision(dtype: str, device: torch.device | None = None) -> tuple[torch.dtype, torch.dtype | None]:
     """``--dtype``'s weights dtype, and the dtype of the matrix products when training in mixed precision.
 
     ``bfloat16`` keeps the weights (and the optimizer and the loss) in float32 and
-    trains with :func:`torch.autocast`; a trained model is used in float32.
+    trains with :func:`torch.autocast`; ``auto`` is ``bfloat16`` where ``device``
+    multiplies bfloat16 matrices natively (:func:`native_bfloat16`), else
+    ``float32``. A trained model is used in its weights' dtype.
     """
+    if dtype == AUTO:
+        dtype = "bfloat16" if device is not None and native_bfloat16(device) else "float32"
     if dtype == "bfloat16":
         return torch.float32, torch.bfloat16
     return getattr(torch, dtype), None
+
+
+def native_bfloat16(device: torch.device) -> bool:
+    """Whether ``device`` has instructions for bfloat16 matrix products (elsewhere they are emulated, many times slower).
+
+    A processor with AVX512-BF16 or AMX, unless ``ONEDNN_MAX_CPU_ISA`` caps
+    oneDNN below those instructions; a CUDA GPU that supports bfloat16.
+    """
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
+    if device.type != "cpu" or not (cap == "ALL" or "BF16" in cap or "AMX" in cap or cap.startswith("AVX10")):
+        return False
+    # torch.cpu reads the processor's flags; these helpers are private, so their absence means "no"
+    helpers = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    return any(callable(helper) and helper() for helper in helpers)
 
 
 def check_model_settings(settings: RunSettings) -> None:

@@ -112,11 +112,17 @@ class TrainingSession:
         stored = (run.state or {}).get("dropout", s.dropout)
         self.set_dropout(0.0 if stored == AUTO else stored)  # auto: none until the budget is known (choose_dropout)
 
+    @property
+    def precision(self) -> str:
+        """How the run computes: ``float32``, ``float64``, or ``bfloat16 mixed precision``."""
+        name = str(self.autocast or next(self.model.parameters()).dtype).removeprefix("torch.")
+        return f"{name} mixed precision" if self.autocast else name
+
     def _build_model(self) -> None:
         s, state, cluster = self.settings, self.prepared.state, self.cluster
         torch.manual_seed(s.seed)
         model = build_model(s.arch, self.prepared.config["model"])
-        weights, self.autocast = precision(s.dtype)
+        weights, self.autocast = precision(s.dtype, cluster.device)
         self.model = model.to(dtype=weights, device=cluster.device)
         self.optimizer, self.scheduler = paper_optimizer(
             self.model, d_model=s.d_model, warmup=s.warmup, factor=s.lr_factor, fused=True
@@ -216,7 +222,8 @@ class TrainingSession:
         self.console.say(
             f"model: {s.arch}, {n_params:,} parameters, "
             f"d_model {s.d_model}, {s.num_layers} layers, {s.num_heads} heads; "
-            f"{'resuming at' if resumed else 'training for'} {where} on {cluster.world} × {cluster.device.type}"
+            f"{'resuming at' if resumed else 'training for'} {where} on {cluster.world} × {cluster.device.type}, "
+            f"{self.precision}"
         )
         started = {} if resumed else {"config": self.prepared.config}
         self.log.write(
@@ -224,6 +231,7 @@ class TrainingSession:
             **started,
             world=cluster.world,
             device=cluster.device.type,
+            precision=self.precision,
             position=position,
         )
         if not self.budget.minutes:  # with minutes: after the first steps

@@ -69,7 +69,7 @@ def auto_dropout(epochs: float) -> float:
     return AUTO_DROPOUT if epochs >= AUTO_DROPOUT_EPOCHS else 0.0
 
 
-MODELS, DTYPES = ("transformer", "rnn"), ("float32", "float64", "bfloat16")
+MODELS, DTYPES = ("transformer", "rnn"), (AUTO, "float32", "float64", "bfloat16")
 #: What a run reads and writes: subword pieces (SentencePiece) or chapter 1's words; one subword model or two.
 TOKEN_KINDS, VOCAB_SHARING = ("subwords", "words"), ("auto", "shared", "separate")
 
@@ -238,9 +238,10 @@ class RunSettings:
     )
     seed: int = setting(0, "random seed", group="training")
     dtype: str = setting(
-        "float32",
+        AUTO,
         "float64: the same numbers on any CPU, and slower; bfloat16: mixed precision (float32 weights, bfloat16 "
-        "matrix products), fast only on processors with bfloat16 instructions (AVX512-BF16, AMX) or a GPU",
+        "matrix products), fast only on processors with bfloat16 instructions (AVX512-BF16, AMX) or a GPU; "
+        "auto: bfloat16 where the device has them, else float32",
         group="training",
         choices=DTYPES,
     )
