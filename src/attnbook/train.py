@@ -141,12 +141,11 @@ def sequence_loss(
     if reduction not in {"mean", "sum"}:
         raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
     eps = _check_smoothing(label_smoothing, vocab)
-    total = F.cross_entropy(
-        logits.reshape(-1, vocab), targets.reshape(-1), ignore_index=pad_id, reduction="sum"
-    )  # sum of -log p_y
+    log_probs = torch.log_softmax(logits, dim=-1)  # (B, T, V), once for both terms
+    # sum of -log p_y: F.cross_entropy is this log_softmax followed by this nll_loss
+    total = F.nll_loss(log_probs.reshape(-1, vocab), targets.reshape(-1), ignore_index=pad_id, reduction="sum")
     real = targets != pad_id  # (B, T)
     if eps > 0:
-        log_probs = torch.log_softmax(logits, dim=-1)  # (B, T, V)
         # -sum of log p_c over the classes c that are neither y nor <pad>, without building (B, T, V) targets
         others = -log_probs.sum(-1) + log_probs.gather(-1, targets[..., None]).squeeze(-1) + log_probs[..., pad_id]
         total = (1.0 - eps) * total + eps / (vocab - 2) * others.masked_fill(~real, 0.0).sum()

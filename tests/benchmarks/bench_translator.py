@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import time
@@ -384,6 +385,7 @@ def precision_step(repeats: int, steps: int = 20) -> dict:
     )
     return {
         "native_bfloat16": native,
+        "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA"),  # a cap makes a processor without the instructions
         "steps": n,
         "float32_ms": round(plain * 1e3, 2),
         "bfloat16_ms": round(mixed * 1e3, 2),

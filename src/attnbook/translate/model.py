@@ -91,7 +91,7 @@ def precision(dtype: str, device: torch.device | None = None) -> tuple[torch.dty
 
 
 def native_bfloat16(device: torch.device) -> bool:
-    """Whether ``device`` has instructions for bfloat16 matrix products (elsewhere they are emulated, many times slower).
+    """Whether ``device`` has instructions for bfloat16 matrix products (elsewhere they are emulated, far slower).
 
     A processor with AVX512-BF16 or AMX, unless ``ONEDNN_MAX_CPU_ISA`` caps
     oneDNN below those instructions; a CUDA GPU that supports bfloat16.

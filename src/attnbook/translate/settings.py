@@ -239,9 +239,9 @@ class RunSettings:
     seed: int = setting(0, "random seed", group="training")
     dtype: str = setting(
         AUTO,
-        "float64: the same numbers on any CPU, and slower; bfloat16: mixed precision (float32 weights, bfloat16 "
-        "matrix products), fast only on processors with bfloat16 instructions (AVX512-BF16, AMX) or a GPU; "
-        "auto: bfloat16 where the device has them, else float32",
+        "bfloat16: mixed precision (float32 weights, bfloat16 matrix products), fast only where the processor has "
+        "bfloat16 instructions (AVX512-BF16, AMX) or the GPU supports it; auto: bfloat16 there, float32 elsewhere; "
+        "float64: the same numbers on any CPU, and slower",
         group="training",
         choices=DTYPES,
     )
