@@ -49,6 +49,7 @@ from torch import nn
 
 __all__ = [
     "sequence_loss",
+    "teacher_forced_logits",
     "smoothed_targets",
     "NoamSchedule",
     "noam_lr",
@@ -412,6 +413,20 @@ def _batches_of_epoch(train_batches: Iterable | Callable[[int], Iterable], epoch
     return batches
 
 
+def teacher_forced_logits(model: nn.Module, batch, autocast: torch.dtype | None = None) -> torch.Tensor:
+    """The model's logits for ``batch`` with teacher forcing; with ``autocast``, in mixed precision.
+
+    Mixed precision runs the forward pass under :func:`torch.autocast` (its
+    matrix products in ``autocast``) and returns the logits in float32, so
+    that the loss is computed in full precision.
+    """
+    if autocast is None:
+        return model(batch.src, batch.src_mask, batch.tgt_in)
+    with torch.autocast(_device_of(model).type, dtype=autocast):
+        logits = model(batch.src, batch.src_mask, batch.tgt_in)
+    return logits.float()
+
+
 @dataclass
 class _Step:
     """One optimizer step's ingredients, fixed for a call of :func:`train`."""
@@ -427,13 +442,7 @@ class _Step:
 
     def __call__(self, batch, where: str) -> tuple[float, int]:
         """Train on one batch; return its mean loss per target token and its number of target tokens."""
-        batch = _to(batch, self.device)
-        if self.autocast is None:
-            logits = self.model(batch.src, batch.src_mask, batch.tgt_in)
-        else:  # mixed precision: the matrix products in the lower precision, the loss in float32
-            with torch.autocast(self.device.type, dtype=self.autocast):
-                logits = self.model(batch.src, batch.src_mask, batch.tgt_in)
-            logits = logits.float()
+        logits = teacher_forced_logits(self.model, _to(batch, self.device), self.autocast)
         loss = sequence_loss(logits, batch.tgt_out, self.pad_id, self.label_smoothing)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"the loss became {float(loss)} at {where}: lower the learning rate")

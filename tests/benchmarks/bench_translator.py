@@ -53,7 +53,7 @@ from attnbook.data import load_corpus
 from attnbook.decode import beam_search, greedy_decode
 from attnbook.masks import padding_mask
 from attnbook.positional import SinusoidalPositionalEncoding
-from attnbook.train import paper_optimizer, sequence_loss, train
+from attnbook.train import paper_optimizer, sequence_loss, teacher_forced_logits, train
 from attnbook.transformer import Transformer, TransformerConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -161,9 +161,8 @@ def training_step(model: nn.Module, optimizer, batch, autocast: torch.dtype | No
 
     With ``autocast``, the forward pass runs in mixed precision, as ``train(autocast=...)`` runs it.
     """
-    with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
-        logits = model(batch.src, batch.src_mask, batch.tgt_in)
-    loss = sequence_loss(logits.float(), batch.tgt_out, label_smoothing=0.1)
+    logits = teacher_forced_logits(model, batch, autocast)
+    loss = sequence_loss(logits, batch.tgt_out, label_smoothing=0.1)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -113,7 +113,7 @@ class TrainingSession:
         self.set_dropout(0.0 if stored == AUTO else stored)  # auto: none until the budget is known (choose_dropout)
 
     @property
-    def precision(self) -> str:
+    def computes_in(self) -> str:
         """How the run computes: ``float32``, ``float64``, or ``bfloat16 mixed precision``."""
         name = str(self.autocast or next(self.model.parameters()).dtype).removeprefix("torch.")
         return f"{name} mixed precision" if self.autocast else name
@@ -223,7 +223,7 @@ class TrainingSession:
             f"model: {s.arch}, {n_params:,} parameters, "
             f"d_model {s.d_model}, {s.num_layers} layers, {s.num_heads} heads; "
             f"{'resuming at' if resumed else 'training for'} {where} on {cluster.world} × {cluster.device.type}, "
-            f"{self.precision}"
+            f"{self.computes_in}"
         )
         started = {} if resumed else {"config": self.prepared.config}
         self.log.write(
@@ -231,7 +231,7 @@ class TrainingSession:
             **started,
             world=cluster.world,
             device=cluster.device.type,
-            precision=self.precision,
+            precision=self.computes_in,
             position=position,
         )
         if not self.budget.minutes:  # with minutes: after the first steps
