@@ -52,6 +52,8 @@ __all__ = [
     "teacher_forced_logits",
     "smoothed_targets",
     "NoamSchedule",
+    "LinearDecaySchedule",
+    "DECAYS",
     "noam_lr",
     "shorten_warmup",
     "paper_optimizer",
@@ -246,6 +248,58 @@ class NoamSchedule(torch.optim.lr_scheduler.LRScheduler):
     _get_closed_form_lr = get_lr
 
 
+class LinearDecaySchedule(NoamSchedule):
+    """:class:`NoamSchedule`'s warm-up, then a straight fall to zero as the run's budget is spent.
+
+    The paper's rate decays as ``1 / sqrt(step)`` because its runs have no
+    fixed end. A run with a budget (of minutes, epochs or steps) knows how much
+    of it is left, and can spend it differently: keep the rate high while there
+    is time to learn, and bring it down to zero just as the budget ends, so that
+    the last steps settle the weights instead of shaking them (Li et al. (2020)
+    call this a budget-aware schedule). The rate of the coming step is
+    ``noam_lr(min(step, warmup)) * (1 - spent)``: the warm-up of
+    :class:`NoamSchedule` to its peak, scaled by the share of the budget still
+    left. The caller says how much is spent, after every step, with
+    :meth:`set_spent` (0 to 1); ``state_dict()`` keeps it with the step.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        d_model: int,
+        warmup: int = 4000,
+        factor: float = 1.0,
+        last_epoch: int = -1,
+    ) -> None:
+        self.spent = 0.0
+        super().__init__(optimizer, d_model, warmup, factor, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        step = min(self.last_epoch + 1, self.warmup)
+        lr = noam_lr(step, self.d_model, self.warmup, self.factor) * (1.0 - self.spent)
+        return [lr for _ in self.optimizer.param_groups]
+
+    _get_closed_form_lr = get_lr
+
+    def set_spent(self, share: float) -> None:
+        """The share of the budget spent so far, ``0 <= share <= 1``; the coming step already uses it."""
+        if not 0.0 <= share <= 1.0:
+            raise ValueError(f"the share of the budget spent must be in [0, 1], got {share!r}")
+        self.spent = float(share)
+        _set_rates(self)
+
+
+#: How the rate falls after the warm-up: as the paper's, or in a straight line to zero at the budget's end.
+DECAYS = {"inverse-sqrt": NoamSchedule, "linear": LinearDecaySchedule}
+
+
+def _set_rates(schedule: NoamSchedule) -> None:
+    """Give the coming optimizer step the rate the schedule's (changed) curve gives it."""
+    schedule._last_lr = schedule.get_lr()
+    for group, lr in zip(schedule.optimizer.param_groups, schedule._last_lr):
+        group["lr"] = lr
+
+
 def shorten_warmup(schedule: NoamSchedule, warmup: int) -> None:
     """Make ``schedule`` reach its peak rate after ``warmup`` steps instead.
 
@@ -258,9 +312,7 @@ def shorten_warmup(schedule: NoamSchedule, warmup: int) -> None:
         raise ValueError(f"warmup must be an int in [1, {schedule.warmup}] (the current warm-up), got {warmup!r}")
     schedule.factor *= math.sqrt(warmup / schedule.warmup)
     schedule.warmup = warmup
-    schedule._last_lr = schedule.get_lr()
-    for group, lr in zip(schedule.optimizer.param_groups, schedule._last_lr):
-        group["lr"] = lr
+    _set_rates(schedule)
 
 
 def paper_optimizer(
@@ -272,6 +324,7 @@ def paper_optimizer(
     betas: tuple[float, float] = (0.9, 0.98),
     eps: float = 1e-9,
     fused: bool = False,
+    decay: str = "inverse-sqrt",
 ) -> tuple[torch.optim.Adam, NoamSchedule]:
     """The paper's optimizer: Adam with beta = (0.9, 0.98), eps = 1e-9, and its :class:`NoamSchedule`.
 
@@ -283,13 +336,18 @@ def paper_optimizer(
     Adam): the same algorithm, about three times faster on a CPU, rounded
     slightly differently from the default loop over parameters, with which the
     chapters' stored outputs were computed.
+
+    ``decay="linear"`` keeps the warm-up and replaces the paper's decay with
+    :class:`LinearDecaySchedule`'s, for runs with a budget.
     """
+    if decay not in DECAYS:
+        raise ValueError(f"decay must be one of {', '.join(DECAYS)}, got {decay!r}")
     if d_model is None:
         d_model = getattr(getattr(model, "config", None), "d_model", None)
         if d_model is None:
             raise ValueError(f"{type(model).__name__} has no config.d_model; pass d_model= explicitly")
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=betas, eps=eps, fused=fused or None)
-    return optimizer, NoamSchedule(optimizer, d_model, warmup, factor)
+    return optimizer, DECAYS[decay](optimizer, d_model, warmup, factor)
 
 
 # --- What training records ------------------------------------------------------

@@ -47,6 +47,7 @@ class Tracker:
         self.save_seconds = save_minutes * 60
         self.tokens = self.step_tokens = 0
         self.stopping = False  # the budget ended this epoch early
+        self.share = self.spent()  # of the budget, after the last step (as the first process measured it)
         self.reason = ""
 
     def elapsed(self) -> float:
@@ -68,14 +69,27 @@ class Tracker:
         if budget.epochs and self.in_epoch >= self.steps_per_epoch and self.epoch + 1 >= budget.epochs:
             self.reason = f"epoch budget ({budget.epochs} epochs)"
         due = 1.0 if self.cluster.is_first and time.monotonic() - self.last_save >= self.save_seconds else 0.0
-        # one all-reduce a step: the flags (any process raising one counts) and the step's target tokens
-        stop, due, interrupted_any, tokens = self.cluster.all_sum(
-            [stop, due, float(interrupted), float(self.step_tokens)]
+        spent = self.spent() if self.cluster.is_first else 0.0
+        # one all-reduce a step: the flags (any process raising one counts), the first process's share of the
+        # budget spent (so that every process keeps the same learning rate) and the step's target tokens
+        stop, due, interrupted_any, self.share, tokens = self.cluster.all_sum(
+            [stop, due, float(interrupted), spent, float(self.step_tokens)]
         )
         self.tokens += int(tokens)
         if due:
             self.last_save = time.monotonic()
         return bool(stop), bool(due), bool(interrupted_any)
+
+    def spent(self) -> float:
+        """The share of the budget used so far, 0 to 1: the largest of its parts' (the first to end ends the run)."""
+        budget, shares = self.budget, [0.0]
+        if budget.steps:
+            shares.append(self.step_count / budget.steps)
+        if budget.epochs:
+            shares.append((self.epoch + self.in_epoch / self.steps_per_epoch) / budget.epochs)
+        if budget.minutes:
+            shares.append(self.elapsed() / (budget.minutes * 60))
+        return min(1.0, max(shares))
 
     def position(self) -> Position:
         return {

@@ -31,6 +31,7 @@ from ..attention import MultiHeadAttention
 from ..data import Batch, BucketBatchSampler, Pair, PairDataset, Vocab, collate
 from ..train import (
     EpochLog,
+    LinearDecaySchedule,
     TrainStep,
     evaluate,
     load_checkpoint,
@@ -125,7 +126,7 @@ class TrainingSession:
         weights, self.autocast = precision(s.dtype, cluster.device)
         self.model = model.to(dtype=weights, device=cluster.device)
         self.optimizer, self.scheduler = paper_optimizer(
-            self.model, d_model=s.d_model, warmup=s.warmup, factor=s.lr_factor, fused=True
+            self.model, d_model=s.d_model, warmup=s.warmup, factor=s.lr_factor, fused=True, decay=s.decay
         )
         if state is None:
             torch.manual_seed(s.seed + 1 + cluster.rank)  # dropout: each process its own stream
@@ -276,6 +277,8 @@ class TrainingSession:
         tracker = self.tracker
         tracker.step(info)
         want_stop, want_save, interrupted = tracker.decide(self.signals.requested)
+        if isinstance(self.scheduler, LinearDecaySchedule):
+            self.scheduler.set_spent(min(tracker.share, 1.0))
         if interrupted:
             self.save(tracker.position(), "interrupted")
             raise Interrupted

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+from .. import train
 from .console import CommandError
 
 __all__ = [
@@ -70,6 +71,8 @@ def auto_dropout(epochs: float) -> float:
 
 
 MODELS, DTYPES = ("transformer", "rnn"), (AUTO, "float32", "float64", "bfloat16")
+#: How the learning rate falls after the warm-up (:data:`attnbook.train.DECAYS`).
+DECAYS = tuple(train.DECAYS)
 #: What a run reads and writes: subword pieces (SentencePiece) or chapter 1's words; one subword model or two.
 TOKEN_KINDS, VOCAB_SHARING = ("subwords", "words"), ("auto", "shared", "separate")
 
@@ -173,6 +176,13 @@ class RunSettings:
         group="training",
         metavar="X",
         rule=above(0),
+    )
+    decay: str = setting(
+        "inverse-sqrt",
+        "after the warm-up the learning rate falls as 1/sqrt(step), as in the paper (inverse-sqrt), "
+        "or in a straight line to zero at the end of the budget (linear)",
+        group="training",
+        choices=DECAYS,
     )
     label_smoothing: float = setting(0.1, "label smoothing", group="training", metavar="E", rule=probability)
     clip: float = setting(
