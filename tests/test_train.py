@@ -15,6 +15,7 @@ from attnbook.rnn import Seq2Seq, Seq2SeqConfig
 from attnbook.train import (
     CheckpointMismatch,
     History,
+    LinearDecaySchedule,
     NoamSchedule,
     evaluate,
     load_checkpoint,
@@ -200,6 +201,46 @@ def test_shortening_the_warm_up_keeps_the_peak_and_applies_to_the_coming_step():
         long = NoamSchedule(torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))]), d_model=16, warmup=400)
         with pytest.raises(ValueError, match=r"warmup must be an int in \[1, 400\]"):
             shorten_warmup(long, bad)
+
+
+def test_linear_decay_warms_up_as_the_paper_then_falls_to_zero_with_the_budget():
+    w = torch.nn.Parameter(torch.zeros(3))
+    opt = torch.optim.Adam([w], lr=123.0)
+    sched = LinearDecaySchedule(opt, d_model=16, warmup=5, factor=2.0)
+    peak = noam_lr(5, 16, 5, 2.0)
+    seen = []
+    for step in range(1, 31):  # a budget of 30 steps, spent evenly
+        seen.append(opt.param_groups[0]["lr"])
+        w.grad = torch.ones(3)
+        opt.step()
+        sched.step()
+        sched.set_spent(step / 30)
+    spent_before = [(s - 1) / 30 for s in range(1, 31)]
+    expected = [noam_lr(min(s, 5), 16, 5, 2.0) * (1 - f) for s, f in zip(range(1, 31), spent_before)]
+    assert seen == pytest.approx(expected, rel=1e-12)
+    assert seen[:5] == pytest.approx([peak * s / 5 * (1 - f) for s, f in zip(range(1, 6), spent_before)])
+    assert all(a > b for a, b in zip(seen[4:], seen[5:])) and sched.get_last_lr() == [0.0]
+    # the share spent travels with the step in the state dict, and a shortened warm-up keeps the peak
+    resumed = LinearDecaySchedule(torch.optim.Adam([torch.nn.Parameter(torch.zeros(3))]), d_model=16, warmup=5)
+    resumed.load_state_dict(sched.state_dict())
+    assert (resumed.spent, resumed.last_epoch, resumed.factor) == (1.0, 30, 2.0)
+    w = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.Adam([w])
+    fresh = LinearDecaySchedule(opt, d_model=16, warmup=400)
+    fresh.set_spent(0.25)
+    shorten_warmup(fresh, 10)
+    for _ in range(9):
+        w.grad = torch.ones(1)
+        opt.step()
+        fresh.step()
+    assert fresh.get_last_lr() == pytest.approx([noam_lr(400, 16, 400) * 0.75], rel=1e-12)
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="share of the budget spent must be in"):
+            fresh.set_spent(bad)
+    _, linear = paper_optimizer(torch.nn.Linear(4, 4), d_model=8, decay="linear")
+    assert isinstance(linear, LinearDecaySchedule)
+    with pytest.raises(ValueError, match="decay must be one of inverse-sqrt, linear"):
+        paper_optimizer(torch.nn.Linear(4, 4), d_model=8, decay="cosine")
 
 
 def test_noam_schedule_errors():

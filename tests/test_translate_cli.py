@@ -890,6 +890,46 @@ def test_a_shortened_warm_up_keeps_the_peak_learning_rate(tmp_path, capsys):
     assert len(steps) == 5 and 0 < steps[-1] - steps[-2] <= every
 
 
+def test_linear_decay_ends_the_rate_with_the_budget_and_resumes_exactly(tmp_path, capsys, monkeypatch):
+    from attnbook.translate.session import TrainingSession
+    from attnbook.translate.settings import RunSettings
+
+    pairs = write_anki(tmp_path / "fra.txt", en_fr_rows(120))
+    common = ["--pairs", pairs, "--src", "en", "--tgt", "fr", *TINY, "--dropout", "0.2", "--decay", "linear"]
+    common += ["--steps", 30, "--log-every", 1]
+    status, _, err = run(["train", *common, "--out", tmp_path / "straight"], capsys)
+    assert status == 0, err
+    events = [json.loads(line) for line in (tmp_path / "straight" / "log.jsonl").read_text().splitlines()]
+    # logged after step s: the rate of step s + 1, the warm-up's times the share of the 30 steps left
+    rates = {e["step"]: e["lr"] for e in events if e["event"] == "step"}
+    peak = RunSettings().lr_factor / (16 * 20) ** 0.5
+    expected = {s: peak * min((s + 1) / 20, 1) * (1 - s / 30) for s in range(1, 31)}
+    assert rates == pytest.approx(expected, rel=1e-9) and rates[30] == 0.0
+    assert json.loads((tmp_path / "straight" / "config.json").read_text())["settings"]["decay"] == "linear"
+
+    # Ctrl-C after a few steps, then --resume: the same weights as the run never stopped
+    on_step = TrainingSession.on_step
+
+    def interrupt_after_step_7(session, info):
+        session.signals.requested = session.signals.requested or session.tracker.step_count == 7
+        return on_step(session, info)
+
+    monkeypatch.setattr(TrainingSession, "on_step", interrupt_after_step_7)
+    status, out, err = run(["train", *common, "--out", tmp_path / "cut"], capsys)
+    assert status == 130 and "interrupted: the state after step 8 is saved" in out, out + err
+    monkeypatch.setattr(TrainingSession, "on_step", on_step)
+    status, _, err = run(["train", "--out", tmp_path / "cut", "--resume"], capsys)
+    assert status == 0, err
+    a, b = weights(tmp_path / "straight"), weights(tmp_path / "cut")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # a run resumed with a larger budget takes its rate from the share of the new budget spent
+    status, out, err = run(["train", "--out", tmp_path / "cut", "--resume", "--steps", 60, "--log-every", 1], capsys)
+    assert status == 0, err
+    log = [json.loads(line) for line in (tmp_path / "cut" / "log.jsonl").read_text().splitlines()]
+    later = {e["step"]: e["lr"] for e in log if e["event"] == "step" and e["step"] > 30}
+    assert later == pytest.approx({s: peak * (1 - s / 60) for s in range(31, 61)}, rel=1e-9)
+
+
 def test_checkpoint_writes_are_atomic(tmp_path, monkeypatch):
     from attnbook.rnn import Seq2Seq, Seq2SeqConfig
 

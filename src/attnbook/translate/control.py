@@ -47,7 +47,8 @@ class Tracker:
         self.save_seconds = save_minutes * 60
         self.tokens = self.step_tokens = 0
         self.stopping = False  # the budget ended this epoch early
-        self.share = self.spent()  # of the budget, after the last step (as the first process measured it)
+        # the share of the budget spent after the last step, as the first process measured it (here: as saved)
+        self.share = self.spent(position["seconds"])
         self.reason = ""
 
     def elapsed(self) -> float:
@@ -80,15 +81,18 @@ class Tracker:
             self.last_save = time.monotonic()
         return bool(stop), bool(due), bool(interrupted_any)
 
-    def spent(self) -> float:
-        """The share of the budget used so far, 0 to 1: the largest of its parts' (the first to end ends the run)."""
+    def spent(self, seconds: float | None = None) -> float:
+        """The share of the budget used so far, 0 to 1: the largest of its parts' (the first to end ends the run).
+
+        ``seconds``: the time spent, when not the clock's.
+        """
         budget, shares = self.budget, [0.0]
         if budget.steps:
             shares.append(self.step_count / budget.steps)
         if budget.epochs:
             shares.append((self.epoch + self.in_epoch / self.steps_per_epoch) / budget.epochs)
         if budget.minutes:
-            shares.append(self.elapsed() / (budget.minutes * 60))
+            shares.append((self.elapsed() if seconds is None else seconds) / (budget.minutes * 60))
         return min(1.0, max(shares))
 
     def position(self) -> Position:

@@ -103,6 +103,8 @@ class TrainingSession:
         self.log = TrainingLog(out / LOG_FILE if cluster.is_first else None)
         self.log_every = max(1, log_every)
         self.tracker = Tracker(cluster, budget, self.position, self.steps_per_epoch, checkpoint_minutes)
+        if isinstance(self.scheduler, LinearDecaySchedule):  # a resumed run's budget may have grown
+            self.scheduler.set_spent(self.tracker.share)
         self.best_loss = best_valid_loss(out) if run.state is not None else math.inf
         self.signals = Signals(console)
         self.recent: deque = deque(maxlen=s.average)  # (step, weights): the last snapshots
