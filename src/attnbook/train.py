@@ -263,16 +263,7 @@ class LinearDecaySchedule(NoamSchedule):
     :meth:`set_spent` (0 to 1); ``state_dict()`` keeps it with the step.
     """
 
-    def __init__(
-        self,
-        optimizer: torch.optim.Optimizer,
-        d_model: int,
-        warmup: int = 4000,
-        factor: float = 1.0,
-        last_epoch: int = -1,
-    ) -> None:
-        self.spent = 0.0
-        super().__init__(optimizer, d_model, warmup, factor, last_epoch)
+    spent: float = 0.0  # nothing spent until the caller says otherwise
 
     def get_lr(self) -> list[float]:
         step = min(self.last_epoch + 1, self.warmup)

@@ -280,7 +280,7 @@ class TrainingSession:
         tracker.step(info)
         want_stop, want_save, interrupted = tracker.decide(self.signals.requested)
         if isinstance(self.scheduler, LinearDecaySchedule):
-            self.scheduler.set_spent(min(tracker.share, 1.0))
+            self.scheduler.set_spent(tracker.share)
         if interrupted:
             self.save(tracker.position(), "interrupted")
             raise Interrupted
