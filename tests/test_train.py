@@ -18,6 +18,7 @@ from attnbook.train import (
     LinearDecaySchedule,
     NoamSchedule,
     evaluate,
+    fused_sequence_loss,
     load_checkpoint,
     noam_lr,
     paper_optimizer,
@@ -302,6 +303,53 @@ def test_sequence_loss_errors():
         sequence_loss(logits, torch.ones(2, 3))
     with pytest.raises(ValueError, match="no real tokens"):
         sequence_loss(logits, torch.zeros(2, 3, dtype=torch.long))
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("pad_id", [0, 3])
+def test_the_fused_loss_has_the_loss_and_the_gradient_of_the_traced_one(smoothing, reduction, pad_id):
+    torch.manual_seed(4)
+    logits = (3 * torch.randn(4, 6, 11, dtype=torch.float64)).requires_grad_()
+    targets = torch.randint(0, 11, (4, 6))
+    targets[targets == pad_id] = (pad_id + 1) % 11
+    targets[0, 2:], targets[2, 5:] = pad_id, pad_id
+    traced = sequence_loss(logits, targets, pad_id, smoothing, reduction)
+    fused = fused_sequence_loss(logits, targets, pad_id, smoothing, reduction)
+    assert torch.allclose(fused, traced, rtol=1e-12, atol=0)
+    upstream = torch.tensor(1.7, dtype=torch.float64)  # a gradient from above scales the one below
+    (want,) = torch.autograd.grad(traced, logits, upstream)
+    (got,) = torch.autograd.grad(fused, logits, upstream)
+    assert torch.allclose(got, want, rtol=1e-10, atol=1e-14)
+    assert torch.all(got[targets == pad_id] == 0), "padding positions carry no gradient"
+    # against the definition: softmax minus the smoothed target distribution, over the real tokens
+    q = smoothed_targets(targets, 11, smoothing, pad_id).double()  # built in float32: its rounding, 1e-7 at most
+    expected = (torch.softmax(logits, -1) - q) * (targets != pad_id)[..., None]
+    expected = expected / (1 if reduction == "sum" else int((targets != pad_id).sum()))
+    assert torch.allclose(got, 1.7 * expected, rtol=0, atol=1e-7)
+
+
+def test_the_fused_loss_trains_as_the_traced_one_and_refuses_what_it_refuses():
+    runs = []
+    for fused in (False, True):
+        model = _model(dropout=0.2).double()
+        batches = [b.to(torch.device("cpu")) for b in TRAIN]
+        train(
+            model, batches, VALID, epochs=2, lr=1e-2, label_smoothing=0.1, plot=False, verbose=False, fused_loss=fused
+        )
+        runs.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert torch.allclose(runs[0], runs[1], rtol=0, atol=1e-9)
+    logits = torch.randn(2, 3, 5)
+    for bad, error, message in (
+        (dict(targets=torch.ones(2, 4, dtype=torch.long)), ValueError, "do not match logits"),
+        (dict(targets=torch.full((2, 3), 5)), IndexError, "outside the vocabulary of size 5"),
+        (dict(targets=torch.ones(2, 3)), TypeError, "integer"),
+        (dict(targets=torch.zeros(2, 3, dtype=torch.long)), ValueError, "no real tokens"),
+        (dict(targets=torch.ones(2, 3, dtype=torch.long), label_smoothing=1.0), ValueError, "label_smoothing"),
+        (dict(targets=torch.ones(2, 3, dtype=torch.long), reduction="none"), ValueError, "reduction"),
+    ):
+        with pytest.raises(error, match=message):
+            fused_sequence_loss(logits, **bad)
 
 
 # --- the loop ---------------------------------------------------------------------

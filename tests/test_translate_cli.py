@@ -674,6 +674,33 @@ def test_model_rules_come_from_the_model_in_the_words_of_the_command_line(tmp_pa
     assert not (tmp_path / "never").exists()
 
 
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_a_runs_dropout_is_pytorchs_with_its_mask_drawn_from_uniform_numbers(arch):
+    from attnbook.translate.model import UniformDropout, build_model, model_config
+    from attnbook.translate.settings import RunSettings
+
+    model = build_model(arch, model_config(RunSettings(arch=arch, dropout=0.1), 30, 40))
+    assert not any(type(m) is torch.nn.Dropout for m in model.modules()), "every dropout of a run's model is swapped"
+    assert any(isinstance(m, UniformDropout) and m.p == 0.1 for m in model.modules())
+
+    drop = UniformDropout(0.2)
+    x = torch.linspace(1, 2, 200_000, dtype=torch.float64, requires_grad=True)
+    torch.manual_seed(0)
+    y = drop(x)
+    kept = y != 0
+    assert abs(kept.double().mean().item() - 0.8) < 0.005  # a binomial share: its standard deviation is 0.0009
+    assert torch.allclose(y[kept], x[kept] * 1.25, rtol=1e-15)  # the kept ones scaled by 1 / (1 - p)
+    y.backward(torch.ones_like(y))
+    assert torch.equal(x.grad, kept * 1.25), "the gradient goes through the same mask"
+    torch.manual_seed(0)
+    assert torch.equal(drop(x), y), "the mask comes from PyTorch's random numbers: a seed repeats it"
+    assert drop(torch.ones(4, 8, dtype=torch.bfloat16)).dtype == torch.bfloat16
+    assert torch.equal(UniformDropout(1.0)(x), torch.zeros_like(x))
+    assert UniformDropout(0.0)(x) is x
+    drop.eval()
+    assert drop(x) is x, "in evaluation it does nothing"
+
+
 def test_bad_devices_are_one_line(en_fr_run, capsys):
     assert_clean_error(
         *run(["translate", en_fr_run, "--device", "tpu", "Hi."], capsys)[::2], "--device 'tpu': use auto, cpu"

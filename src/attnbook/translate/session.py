@@ -260,6 +260,7 @@ class TrainingSession:
                     on_step=self.on_step,
                     on_epoch=self.on_epoch,
                     autocast=self.autocast,
+                    fused_loss=True,
                 )
         except Interrupted:
             self.log.write(event="interrupted", position=self.tracker.position())
