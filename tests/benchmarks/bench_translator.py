@@ -26,13 +26,19 @@
    what ``--dtype auto`` chooses on a processor with bfloat16 instructions),
    interleaved; medians and their ratio, and whether the processor has the
    instructions (without them bfloat16 is emulated, and a few steps tell).
+6. The run's step: whole training steps of that model with dropout 0.2 on
+   that batch, as the chapters build it (PyTorch's dropout, the loss traced
+   by autograd: ``sequence_loss``) and as the command line builds it
+   (``UniformDropout``, ``fused_sequence_loss``), in float32 and, where the
+   processor has the instructions, in bfloat16 mixed precision; interleaved,
+   medians and ratios.
 
-Float32 (the realistic case) but in part 5; two threads unless ``--threads`` says otherwise.
+Float32 (the realistic case) but in parts 5 and 6; two threads unless ``--threads`` says otherwise.
 It writes its figures to ``tests/benchmarks/results/bench_translator.json``;
 it has no target.
 
     python tests/benchmarks/bench_translator.py [--threads 2] [--repeats 5] [--batches 12] [--train-epochs 6]
-        [--only throughput cache beam optimizer precision]
+        [--only throughput cache beam optimizer precision step]
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ from attnbook.data import load_corpus
 from attnbook.decode import beam_search, greedy_decode
 from attnbook.masks import padding_mask
 from attnbook.positional import SinusoidalPositionalEncoding
-from attnbook.train import paper_optimizer, sequence_loss, teacher_forced_logits, train
+from attnbook.train import fused_sequence_loss, paper_optimizer, sequence_loss, teacher_forced_logits, train
 from attnbook.transformer import Transformer, TransformerConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -156,13 +162,13 @@ def d2l_transformer(
 # --- 1. training throughput ----------------------------------------------------------------------
 
 
-def training_step(model: nn.Module, optimizer, batch, autocast: torch.dtype | None = None) -> float:
+def training_step(model: nn.Module, optimizer, batch, autocast: torch.dtype | None = None, loss=sequence_loss) -> float:
     """One step: forward, the label-smoothed loss, backward, clipping, Adam; returns the seconds of Adam's step.
 
     With ``autocast``, the forward pass runs in mixed precision, as ``train(autocast=...)`` runs it.
     """
     logits = teacher_forced_logits(model, batch, autocast)
-    loss = sequence_loss(logits, batch.tgt_out, label_smoothing=0.1)
+    loss = loss(logits, batch.tgt_out, label_smoothing=0.1)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -325,14 +331,14 @@ def default_model_and_batch() -> tuple[dict, SimpleNamespace, int]:
 
 
 def interleaved_steps(runs: dict, batch, n: int) -> dict[str, dict[str, float]]:
-    """Medians, in seconds, of ``n`` training steps of each run (model, optimizer, autocast), taken in turn."""
-    for model, optimizer, autocast in runs.values():
-        training_step(model, optimizer, batch, autocast)  # warm up
+    """Medians, in seconds, of ``n`` training steps of each run (model, optimizer, autocast[, loss]), taken in turn."""
+    for model, optimizer, autocast, *loss in runs.values():
+        training_step(model, optimizer, batch, autocast, *loss)  # warm up
     times: dict[str, dict[str, list[float]]] = {name: {"optimizer": [], "step": []} for name in runs}
     for _ in range(n):
-        for name, (model, optimizer, autocast) in runs.items():  # interleaved: a change of load hits all
+        for name, (model, optimizer, autocast, *loss) in runs.items():  # interleaved: a change of load hits all
             start = time.perf_counter()
-            times[name]["optimizer"].append(training_step(model, optimizer, batch, autocast))
+            times[name]["optimizer"].append(training_step(model, optimizer, batch, autocast, *loss))
             times[name]["step"].append(time.perf_counter() - start)
     return {name: {k: statistics.median(v) for k, v in t.items()} for name, t in times.items()}
 
@@ -392,7 +398,39 @@ def precision_step(repeats: int, steps: int = 20) -> dict:
     }
 
 
-PARTS = ["throughput", "cache", "beam", "optimizer", "precision"]
+def run_step(repeats: int, steps: int = 20, dropout: float = 0.2) -> dict:
+    """Training steps of the default model with dropout as the chapters build it and as the command line does."""
+    from attnbook.translate.model import build_model, native_bfloat16
+
+    config, batch, warmup = default_model_and_batch()
+    config = {**config, "dropout": dropout}
+    precisions = {"float32": None, **({"bfloat16": torch.bfloat16} if native_bfloat16(torch.device("cpu")) else {})}
+    results = {"dropout": dropout}
+    print(f"\n[6] the run's step, the default model with dropout {dropout}; medians of {repeats * steps}")
+    for label, autocast in precisions.items():
+        runs = {}
+        for name, (make, loss) in {
+            "chapters": (lambda: Transformer(TransformerConfig(**config)), sequence_loss),
+            "command line": (lambda: build_model("transformer", config), fused_sequence_loss),
+        }.items():
+            torch.manual_seed(0)
+            model = make().train()
+            runs[name] = (model, paper_optimizer(model, warmup=warmup, fused=True)[0], autocast, loss)
+        medians = interleaved_steps(runs, batch, repeats * steps)
+        chapters, ours = medians["chapters"]["step"], medians["command line"]["step"]
+        print(
+            f"  {label:>8}: as the chapters {chapters * 1e3:6.1f} ms, as the command line {ours * 1e3:6.1f} ms "
+            f"a training step: {chapters / ours:.2f}x"
+        )
+        results[label] = {
+            "chapters_ms": round(chapters * 1e3, 2),
+            "command_line_ms": round(ours * 1e3, 2),
+            "chapters_over_command_line": round(chapters / ours, 2),
+        }
+    return results
+
+
+PARTS = ["throughput", "cache", "beam", "optimizer", "precision", "step"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -436,6 +474,8 @@ def main(argv: list[str] | None = None) -> int:
         record.figure("optimizer", optimizer_step(args.repeats))
     if "precision" in only:
         record.figure("precision", precision_step(args.repeats))
+    if "step" in only:
+        record.figure("step", run_step(args.repeats))
     return record.finish()
 
 
