@@ -229,8 +229,7 @@ def fused_sequence_loss(
     with.
     """
     vocab, eps = _check_loss_inputs(logits, targets, label_smoothing, reduction)
-    flat = _SmoothedCrossEntropy.apply(logits.reshape(-1, vocab), targets.reshape(-1), pad_id, eps, reduction)
-    return flat
+    return _SmoothedCrossEntropy.apply(logits.reshape(-1, vocab), targets.reshape(-1), pad_id, eps, reduction)
 
 
 def _to(batch, device: torch.device):
