@@ -66,7 +66,7 @@ def model_config(settings: RunSettings, src_size: int, tgt_size: int) -> dict:
 
 
 def build_model(arch: str, config: dict) -> nn.Module:
-    """A fresh model of the run's architecture from its configuration dict."""
+    """A fresh model of the run's architecture from its configuration dict, its dropout a :class:`UniformDropout`."""
     if arch not in _MODELS:
         raise CommandError(f"unknown architecture {arch!r} in the run's configuration (transformer or rnn)")
     model_class, config_class = _MODELS[arch]
