@@ -183,9 +183,13 @@ class Report:
         )
         return bool(met)
 
-    def finish(self) -> int:
-        """Write the JSON record, print where, and return the exit status: 0 if every target is met."""
-        load_after = load()
+    def write(self, path: str | os.PathLike | None = None) -> tuple[Path, dict]:
+        """Write the JSON record as it stands (to ``path``, else ``results/<script>.json``); return both.
+
+        A script that measures for hours may write after each part, so that a
+        failure later, or Ctrl-C, keeps what was measured; ``finish`` writes the
+        whole record at the end.
+        """
         record = {
             "format": FORMAT,
             "script": self.name,
@@ -195,17 +199,24 @@ class Report:
             "seconds": round(time.perf_counter() - self._start, 1),
             "machine": machine(),
             "load_before": self.load_before,
-            "load_after": load_after,
+            "load_after": load(),
             "targets": self.targets,
             "figures": self.figures,
         }
         record = redact(record, self.places)
-        folder = results_dir()
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{self.name}.json"
+        path = Path(path) if path is not None else results_dir() / f"{self.name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(record, indent=1, default=_jsonable) + "\n")
+        return path, record
+
+    def finish(self, path: str | os.PathLike | None = None) -> int:
+        """Write the JSON record, print where, and return the exit status: 0 if every target is met.
+
+        The record goes to ``path`` when one is given, else to ``results/<script>.json``.
+        """
+        path, record = self.write(path)
         missed = [t["name"] for t in self.targets if not t["met"]]
-        print(f"\n{describe(record['machine'], self.load_before, load_after)}; {record['seconds']:.0f} s")
+        print(f"\n{describe(record['machine'], self.load_before, record['load_after'])}; {record['seconds']:.0f} s")
         if self.targets:
             print(
                 f"targets: {len(self.targets) - len(missed)} of {len(self.targets)} met"

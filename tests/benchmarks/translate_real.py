@@ -31,8 +31,9 @@ The speed of a shared machine drifts, by as much as 15–20% between two
 trainings run back to back, and d2l's BLEU after ten minutes depends on how many
 steps it could take. With ``--rounds R`` both systems train R times in the
 order ours, d2l, d2l, ours, ours, d2l, ... (each round reverses the one before,
-so that a steady drift favours neither), round k with seed k; the ratio is that
-of the mean BLEUs, and each round's is recorded beside it. Later rounds score
+so that a steady drift favours neither), round k with seed S + k - 1 (``--seed S``,
+0 by default); the ratio is that of the mean BLEUs, and each round's is
+recorded beside it. Later rounds score
 ours' chosen decoding only; d2l trains in each round for as long as ours did
 in the first.
 
@@ -43,9 +44,12 @@ between runs of ours.
 
 Directions run one after the other, the two systems too, so that they never
 share the cores; the load averages before and after are recorded (other work
-on the machine slows both alike only if it is steady). It writes
-``tests/benchmarks/results/translate_real.json``, with counts and scores
-only, never a sentence of the files.
+on the machine slows both alike only if it is steady). It writes its report,
+with counts and scores only, never a sentence of the files, to ``--out``
+(``tests/benchmarks/results/translate_real.json`` by default) after each
+direction, so that a failure or Ctrl-C in a later one keeps the ones
+measured. It never overwrites a report, nor trains into a ``--work`` folder
+that holds runs already: it says so before it starts.
 
     python tests/benchmarks/translate_real.py --minutes 10 --threads 2 \\
         --direction /data/cmn.txt:en:zh --direction /data/cmn.txt:zh:en:reverse --direction /data/fra.txt:en:fr
@@ -69,7 +73,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _report import Report  # noqa: E402
+from _report import Report, results_dir  # noqa: E402
 
 #: d2l's chapter-11 Transformer and its training recipe (section 11.7 of the d2l book).
 D2L = {
@@ -219,7 +223,7 @@ def d2l(direction: dict, train: Path, test: Path, work: Path, seconds: float, th
         str(threads),
         "--worker-out",
         str(out),
-        "--seed",
+        "--worker-seed",
         str(seed),
     ]
     with open(work / f"{name}.log", "w", encoding="utf-8") as log:
@@ -244,7 +248,7 @@ def d2l_worker(args: argparse.Namespace) -> int:
     from attnbook.translate.truecase import build_truecase, to_text
 
     torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
+    torch.manual_seed(args.worker_seed)
     direction = parse_direction(args.d2l_worker)
     pairs, _ = read_pairs(direction["file"], direction["src"], direction["tgt"], direction["reverse"])
     splits = split_run_pairs(pairs, held_out_fraction(len(pairs)))  # the command line's training split
@@ -265,7 +269,7 @@ def d2l_worker(args: argparse.Namespace) -> int:
     first = collate([dataset[i] for i in range(2)])
     model(first.src, first.src_mask, first.tgt_in)  # d2l's LazyLinear takes its shape here
     optimizer = torch.optim.Adam(model.parameters(), lr=D2L["lr"])
-    rng, start, steps, epochs = random.Random(args.seed), time.monotonic(), 0, 0
+    rng, start, steps, epochs = random.Random(args.worker_seed), time.monotonic(), 0, 0
     model.train()
     while time.monotonic() - start < args.seconds:
         order = list(range(len(dataset)))
@@ -313,7 +317,7 @@ def d2l_worker(args: argparse.Namespace) -> int:
         "decoding": "greedy",
         "scores": vars(scores),
         "recipe": D2L,
-        "seed": args.seed,
+        "seed": args.worker_seed,
     }
     Path(args.worker_out).write_text(json.dumps(result, indent=2), encoding="utf-8")
     return 0
@@ -435,7 +439,19 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="train both this many times, in the order ours, d2l, d2l, ours, ...; compare the mean BLEUs (default 1)",
     )
-    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)  # the d2l worker's
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="the seed of both systems' first round; round k trains with seed S + k - 1 (default 0)",
+        metavar="S",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="JSON",
+        help="write the report here (default tests/benchmarks/results/translate_real.json); never overwritten",
+    )
+    parser.add_argument("--worker-seed", type=int, default=0, help=argparse.SUPPRESS)  # the d2l worker's
     parser.add_argument("--d2l-worker", help=argparse.SUPPRESS)
     parser.add_argument("--test-file", help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
@@ -447,25 +463,49 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
     if args.rounds > 1 and args.d2l_from:
         parser.error("--rounds trains d2l beside ours in every round; it does not reuse a recorded d2l (--d2l-from)")
+    if args.seed < 0:
+        parser.error(f"--seed must be at least 0, got {args.seed}")
+    out = Path(args.out) if args.out else results_dir() / "translate_real.json"
+    if out.exists():
+        parser.error(f"{out} exists (the report of an earlier run): move it away, or name another file with --out")
+    if args.work and Path(args.work).is_dir() and any(Path(args.work).iterdir()):
+        parser.error(f"--work {args.work} is not empty: it may hold an earlier measurement's runs; name a new folder")
+    for path in args.d2l_from:
+        if not Path(path).is_file():
+            parser.error(f"--d2l-from {path}: no such file")
+    from attnbook.translate.console import CommandError
+
     report = Report(__file__, argv)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.work or tmp)
         root.mkdir(parents=True, exist_ok=True)
-        directions = [parse_direction(d) for d in (args.direction or [generated_stand_in(root)])]
+        specs = args.direction or [generated_stand_in(root)]
+        directions = [parse_direction(d) for d in specs]
         for direction in directions:  # the record names the files' folders, not this machine's paths
-            report.place(Path(direction["file"]).parent, "<data>")
+            for file in filter(None, (direction["file"], direction["test"])):
+                report.place(Path(file).parent, "<data>")
         report.place(root, "<work>")
-        results = []
+        report.figure("minutes", args.minutes)
+        report.figure("threads", args.threads)
+        report.figure("rounds", args.rounds)
+        report.figure("seed", args.seed)
+        report.figure("directions_asked", len(directions))
+        held = []  # every direction's files are read before anything trains: a mistake shows at once
         for k, direction in enumerate(directions):
             work = root / f"{k}-{direction['src']}-{direction['tgt']}"
             work.mkdir(exist_ok=True)
+            try:
+                held.append((work, *hold_out(direction, work, args.test_pairs)))
+            except CommandError as err:
+                parser.error(f"--direction {specs[k]}: {str(err).replace('add --reverse', 'add :reverse')}")
+        results = []
+        for direction, (work, train, test, n_train, n_test) in zip(directions, held):
             name = f"{direction['src']}→{direction['tgt']} ({Path(direction['file']).name})"
-            train, test, n_train, n_test = hold_out(direction, work, args.test_pairs)
             print(
                 f"{name}: {n_train:,} pairs to train on, {n_test:,} held out; ours for {args.minutes:g} minutes ...",
                 flush=True,
             )
-            mine = ours(direction, train, test, work, args.minutes, args.threads)
+            mine = ours(direction, train, test, work, args.minutes, args.threads, args.seed)
             print(f"  ours: {mine['train_seconds']:.0f} s in all; d2l for as long ...", flush=True)
             theirs = recorded_d2l(args.d2l_from, name, n_train, n_test, mine, args.threads)
             if theirs:
@@ -477,12 +517,12 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
             else:
-                theirs = d2l(direction, train, test, work, mine["train_seconds"], args.threads)
+                theirs = d2l(direction, train, test, work, mine["train_seconds"], args.threads, args.seed)
             rounds = [{"order": "ours, d2l", "ours": mine, "d2l": theirs}]
-            for seed in range(1, args.rounds):
-                later = {"order": "ours, d2l" if seed % 2 == 0 else "d2l, ours"}
+            for n in range(1, args.rounds):  # round n + 1
+                later, seed = {"order": "ours, d2l" if n % 2 == 0 else "d2l, ours"}, args.seed + n
                 for system in later["order"].split(", "):
-                    print(f"  round {seed + 1}: {system} (seed {seed}) ...", flush=True)
+                    print(f"  round {n + 1}: {system} (seed {seed}) ...", flush=True)
                     if system == "ours":
                         later["ours"] = ours(
                             direction, train, test, work, args.minutes, args.threads, seed, {"chosen": WAYS["chosen"]}
@@ -541,11 +581,9 @@ def main(argv: list[str] | None = None) -> int:
             if len(rounds) > 1:
                 print(f"  mean of {len(rounds)} rounds: BLEU ours {means['ours']:5.1f}, d2l {means['d2l']:5.1f}")
             report.target(f"{name}: BLEU ours / d2l", ratio, GOAL, higher_is_better=True)
-        report.figure("minutes", args.minutes)
-        report.figure("threads", args.threads)
-        report.figure("rounds", args.rounds)
-        report.figure("directions", results)
-    return report.finish()
+            report.figure("directions", results)
+            report.write(out)  # what is measured is kept, whatever happens to the next direction
+    return report.finish(out)
 
 
 if __name__ == "__main__":
