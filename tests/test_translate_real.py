@@ -122,15 +122,34 @@ def test_a_measurement_runs_both_systems_and_writes_a_report_without_this_machin
 
 
 @pytest.mark.slow
-def test_a_measurement_never_overwrites_a_report_nor_trains_into_earlier_runs(measured, tmp_path):
+def test_a_measurement_never_trains_into_earlier_runs_nor_loses_an_earlier_report(measured, tmp_path):
     folder, args, _, out = measured
-    before = out.read_bytes()
-    again = run_script(*args, "--work", str(tmp_path / "new"), "--out", str(out), timeout=120)
-    assert again.returncode == 2 and f"{out} exists" in again.stderr
-    assert out.read_bytes() == before
-    again = run_script(*args, "--work", str(folder / "work"), "--out", str(tmp_path / "new.json"), timeout=120)
-    assert again.returncode == 2 and "is not empty" in again.stderr
-    assert not (tmp_path / "new.json").exists()
+    report = tmp_path / "report.json"
+    report.write_bytes(out.read_bytes())
+    again = run_script(*args, "--work", str(folder / "work"), "--out", str(report), timeout=120)
+    assert again.returncode == 2 and "0-en-fr holds the runs of an earlier measurement" in again.stderr
+    assert report.read_bytes() == out.read_bytes()  # refused before anything moved
+    # an earlier report in the way is kept under its start time, also when it is the one --d2l-from reads
+    started = json.loads(out.read_text(encoding="utf-8"))["started"]
+    again = run_script(*args, "--work", str(tmp_path / "new"), "--out", str(report), "--d2l-from", str(report))
+    assert again.returncode in (0, 1), again.stderr
+    (kept,) = tmp_path.glob("report.*.json")
+    assert kept.read_bytes() == out.read_bytes() and started.replace(":", "-") in kept.name
+    assert f"kept as {kept.name}" in again.stdout
+    (result,) = json.loads(report.read_text(encoding="utf-8"))["figures"]["directions"]
+    assert result["d2l"]["recorded"]["file"] == kept.name or "recorded" not in result["d2l"]
+
+
+def test_an_earlier_file_in_the_way_is_kept_whatever_it_holds(tmp_path):
+    path = tmp_path / "translate_real.json"
+    assert translate_real.keep_earlier(path) is None
+    names = set()
+    for text in ("not json", '{"started": "2026-11-27T03:47:55+00:00"}', '{"started": "2026-11-27T03:47:55+00:00"}'):
+        path.write_text(text, encoding="utf-8")
+        kept = translate_real.keep_earlier(path)
+        assert not path.exists() and kept.read_text(encoding="utf-8") == text and kept.parent == tmp_path
+        names.add(kept.name)
+    assert len(names) == 3 and "translate_real.2026-11-27T03-47-55+00-00.json" in names
 
 
 @pytest.mark.parametrize(

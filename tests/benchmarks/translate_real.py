@@ -48,8 +48,9 @@ on the machine slows both alike only if it is steady). It writes its report,
 with counts and scores only, never a sentence of the files, to ``--out``
 (``tests/benchmarks/results/translate_real.json`` by default) after each
 direction, so that a failure or Ctrl-C in a later one keeps the ones
-measured. It never overwrites a report, nor trains into a ``--work`` folder
-that holds runs already: it says so before it starts.
+measured. An earlier report at that path is kept under a name with its start
+time; a ``--work`` folder that holds an earlier measurement's runs is refused
+before anything trains.
 
     python tests/benchmarks/translate_real.py --minutes 10 --threads 2 \\
         --direction /data/cmn.txt:en:zh --direction /data/cmn.txt:zh:en:reverse --direction /data/fra.txt:en:fr
@@ -405,6 +406,26 @@ def recorded_d2l(paths: list[str], name: str, n_train: int, n_test: int, mine: d
     return min(found, key=lambda f: f[0])[1] if found else None
 
 
+def keep_earlier(path: Path) -> Path | None:
+    """Move an earlier report at ``path`` aside, to ``NAME.<its start time>.json``; return where (None: none).
+
+    A measurement takes an hour per direction, so its report is never overwritten by the next one.
+    """
+    if not path.exists():
+        return None
+    try:
+        started = str(json.loads(path.read_text(encoding="utf-8"))["started"])
+    except (ValueError, KeyError, TypeError):  # not a report of this script: name it by its time instead
+        started = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(path.stat().st_mtime))
+    stamp = "".join(c if c.isalnum() or c in "-+" else "-" for c in started)
+    target, n = path.with_name(f"{path.stem}.{stamp}{path.suffix}"), 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.stem}.{stamp}-{n}{path.suffix}")
+    path.rename(target)
+    return target
+
+
 def generated_stand_in(work: Path) -> str:
     from attnbook.data import generate_pairs
 
@@ -465,14 +486,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rounds trains d2l beside ours in every round; it does not reuse a recorded d2l (--d2l-from)")
     if args.seed < 0:
         parser.error(f"--seed must be at least 0, got {args.seed}")
-    out = Path(args.out) if args.out else results_dir() / "translate_real.json"
-    if out.exists():
-        parser.error(f"{out} exists (the report of an earlier run): move it away, or name another file with --out")
-    if args.work and Path(args.work).is_dir() and any(Path(args.work).iterdir()):
-        parser.error(f"--work {args.work} is not empty: it may hold an earlier measurement's runs; name a new folder")
     for path in args.d2l_from:
         if not Path(path).is_file():
             parser.error(f"--d2l-from {path}: no such file")
+    out = Path(args.out) if args.out else results_dir() / "translate_real.json"
     from attnbook.translate.console import CommandError
 
     report = Report(__file__, argv)
@@ -493,11 +510,21 @@ def main(argv: list[str] | None = None) -> int:
         held = []  # every direction's files are read before anything trains: a mistake shows at once
         for k, direction in enumerate(directions):
             work = root / f"{k}-{direction['src']}-{direction['tgt']}"
+            earlier = sorted(p.name for p in (*work.glob("ours*"), *work.glob("d2l*")))
+            if earlier:
+                parser.error(
+                    f"--work {args.work}: {work.name} holds the runs of an earlier measurement "
+                    f"({', '.join(earlier[:3])}, ...); name a new folder"
+                )
             work.mkdir(exist_ok=True)
             try:
                 held.append((work, *hold_out(direction, work, args.test_pairs)))
             except CommandError as err:
                 parser.error(f"--direction {specs[k]}: {str(err).replace('add --reverse', 'add :reverse')}")
+        kept = keep_earlier(out)  # once nothing else can stop the measurement
+        if kept:
+            print(f"the earlier report at {out} is kept as {kept.name}", flush=True)
+            args.d2l_from = [str(kept) if Path(p).resolve() == out.resolve() else p for p in args.d2l_from]
         results = []
         for direction, (work, train, test, n_train, n_test) in zip(directions, held):
             name = f"{direction['src']}→{direction['tgt']} ({Path(direction['file']).name})"
