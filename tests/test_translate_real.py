@@ -121,23 +121,34 @@ def test_a_measurement_runs_both_systems_and_writes_a_report_without_this_machin
     assert (folder / "work" / "0-en-fr" / "ours-seed2" / "decoding.json").is_file()
 
 
-@pytest.mark.slow
-def test_a_measurement_never_trains_into_earlier_runs_nor_loses_an_earlier_report(measured, tmp_path):
+def test_a_measurement_never_trains_into_earlier_runs_nor_loses_an_earlier_report(
+    measured, tmp_path, monkeypatch, capsys
+):
     folder, args, _, out = measured
     report = tmp_path / "report.json"
     report.write_bytes(out.read_bytes())
-    again = run_script(*args, "--work", str(folder / "work"), "--out", str(report), timeout=120)
-    assert again.returncode == 2 and "0-en-fr holds the runs of an earlier measurement" in again.stderr
+    with pytest.raises(SystemExit) as stop:
+        translate_real.main([*args, "--work", str(folder / "work"), "--out", str(report)])
+    assert stop.value.code == 2 and "0-en-fr holds the runs of an earlier measurement" in capsys.readouterr().err
     assert report.read_bytes() == out.read_bytes()  # refused before anything moved
-    # an earlier report in the way is kept under its start time, also when it is the one --d2l-from reads
-    started = json.loads(out.read_text(encoding="utf-8"))["started"]
-    again = run_script(*args, "--work", str(tmp_path / "new"), "--out", str(report), "--d2l-from", str(report))
-    assert again.returncode in (0, 1), again.stderr
+    # Again into a new folder, with the earlier report in the way and named by --d2l-from. Ours "trains" as it
+    # did (its recorded result, at once, having taken as long as d2l did): d2l's result must then be the recorded
+    # one, read from the report under the name it is kept as.
+    (result,) = json.loads(out.read_text(encoding="utf-8"))["figures"]["directions"]
+    monkeypatch.setattr(
+        translate_real, "ours", lambda *_, **__: {**result["ours"], "train_seconds": result["d2l"]["train_seconds"]}
+    )
+    monkeypatch.setattr(translate_real, "d2l", lambda *_, **__: pytest.fail("d2l trained; its result is recorded"))
+    status = translate_real.main(
+        [*args, "--work", str(tmp_path / "new"), "--out", str(report), "--d2l-from", str(report)]
+    )
+    assert status == (0 if result["bleu_ratio"] >= 2 else 1)
     (kept,) = tmp_path.glob("report.*.json")
+    started = json.loads(out.read_text(encoding="utf-8"))["started"]
     assert kept.read_bytes() == out.read_bytes() and started.replace(":", "-") in kept.name
-    assert f"kept as {kept.name}" in again.stdout
-    (result,) = json.loads(report.read_text(encoding="utf-8"))["figures"]["directions"]
-    assert result["d2l"]["recorded"]["file"] == kept.name or "recorded" not in result["d2l"]
+    assert f"kept as {kept.name}" in capsys.readouterr().out
+    (again,) = json.loads(report.read_text(encoding="utf-8"))["figures"]["directions"]
+    assert again["d2l"]["recorded"]["file"] == kept.name and again["d2l"]["scores"] == result["d2l"]["scores"]
 
 
 def test_an_earlier_file_in_the_way_is_kept_whatever_it_holds(tmp_path):
@@ -160,16 +171,18 @@ def test_an_earlier_file_in_the_way_is_kept_whatever_it_holds(tmp_path):
         ("{pairs}:en:qq", "unknown language code 'qq'"),
     ],
 )
-def test_a_bad_direction_is_refused_before_anything_trains(tmp_path, direction, message):
+def test_a_bad_direction_is_refused_before_anything_trains(tmp_path, direction, message, monkeypatch, capsys):
     pairs = write_anki(tmp_path / "pairs.txt", 300)
     spec = direction.format(missing=tmp_path / "none.txt", pairs=pairs)
     work, out = tmp_path / "work", tmp_path / "report.json"
-    # the good direction comes first: it must not train before the bad one is found
-    done = run_script(
-        "--direction", f"{pairs}:en:fr", "--direction", spec, "--work", str(work), "--out", str(out), timeout=120
-    )
-    assert done.returncode == 2 and f"--direction {spec}: " in done.stderr and message in done.stderr
-    assert not out.exists() and not list(work.glob("*/ours*"))
+    monkeypatch.setattr(translate_real, "ours", lambda *_, **__: pytest.fail("trained before every file was read"))
+    with pytest.raises(SystemExit) as stop:  # the good direction comes first
+        translate_real.main(
+            ["--direction", f"{pairs}:en:fr", "--direction", spec, "--work", str(work), "--out", str(out)]
+        )
+    error = capsys.readouterr().err
+    assert stop.value.code == 2 and f"--direction {spec}: " in error and message in error
+    assert not out.exists()
 
 
 @pytest.mark.slow
