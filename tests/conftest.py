@@ -26,6 +26,8 @@ def root() -> Path:
 #: The notebooks that take longest under nbval, longest first (tests/benchmarks/bench_notebooks.py
 #: measures them); the other notebooks that train follow, then the portability runs, then the rest.
 LONGEST_FIRST = ["08_training_a_translator.ipynb", "09_fastformer.ipynb", "03_attention.ipynb", "07_transformer.ipynb"]
+#: Test files that take most of a minute on one worker: they start before the short ones, which fill in around them.
+LONG_TEST_FILES = ["test_translate_real.py"]
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -50,6 +52,8 @@ def _weight(item) -> tuple[int, int]:
     if item.path.name == "test_portability.py":  # a rerun of a long notebook first (make portability)
         notebook = item.nodeid.partition("[")[2].rstrip("]")
         return 2, LONGEST_FIRST.index(notebook) if notebook in LONGEST_FIRST else len(LONGEST_FIRST) + (not notebook)
+    if item.path.name in LONG_TEST_FILES:
+        return 2, len(LONGEST_FIRST) + 2 + LONG_TEST_FILES.index(item.path.name)
     return 4, 0
 
 
