@@ -52,7 +52,7 @@ def _weight(item) -> tuple[int, int]:
     if item.path.name == "test_portability.py":  # a rerun of a long notebook first (make portability)
         notebook = item.nodeid.partition("[")[2].rstrip("]")
         return 2, LONGEST_FIRST.index(notebook) if notebook in LONGEST_FIRST else len(LONGEST_FIRST) + (not notebook)
-    if item.path.name in LONG_TEST_FILES:
+    if item.path.name in LONG_TEST_FILES:  # after the portability runs, before the short tests
         return 2, len(LONGEST_FIRST) + 2 + LONG_TEST_FILES.index(item.path.name)
     return 4, 0
 

@@ -3,8 +3,8 @@
 The measurement itself takes an hour per direction and needs files the course does not ship, so it is not
 part of the suite; what is tested here is that the script reads a pairs file as Tatoeba's come (a byte-order
 mark, Windows line ends, an attribution column), holds out test pairs that share no sentence with the
-training pairs, runs both systems end to end, writes a report that names no path of this machine, never
-overwrites a report or trains into a folder of earlier runs, refuses a bad direction before it trains, and
+training pairs, runs both systems end to end, writes a report that names no path of this machine, keeps an
+earlier report, never trains into a folder of earlier runs, refuses a bad direction before it trains, and
 reuses a recorded d2l result only for the same split on a machine as fast.
 """
 
@@ -37,13 +37,6 @@ def write_anki(path: Path, n: int, seed: int = 3) -> Path:
     ]
     path.write_bytes(("\ufeff" + "\r\n".join(lines) + "\r\n").encode("utf-8"))
     return path
-
-
-def run_script(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=timeout
-    )
 
 
 @pytest.mark.parametrize(
@@ -91,7 +84,9 @@ def measured(tmp_path_factory):
     pairs = write_anki(folder / "data" / "pairs.txt", 600)
     out = folder / "report.json"
     args = ("--direction", f"{pairs}:en:fr", "--minutes", "0.02", "--test-pairs", "60", "--threads", "1")
-    done = run_script(*args, "--work", str(folder / "work"), "--out", str(out), "--seed", "2")
+    command = [sys.executable, str(SCRIPT), *args, "--work", str(folder / "work"), "--out", str(out), "--seed", "2"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     return folder, args, done, out
 
 

@@ -33,9 +33,8 @@ steps it could take. With ``--rounds R`` both systems train R times in the
 order ours, d2l, d2l, ours, ours, d2l, ... (each round reverses the one before,
 so that a steady drift favours neither), round k with seed S + k - 1 (``--seed S``,
 0 by default); the ratio is that of the mean BLEUs, and each round's is
-recorded beside it. Later rounds score
-ours' chosen decoding only; d2l trains in each round for as long as ours did
-in the first.
+recorded beside it. Later rounds score ours' chosen decoding only; d2l trains
+in each round for as long as ours did in the first.
 
 With ``--d2l-from JSON`` d2l's result is taken from an earlier report of this
 script when that report measured the same split for as long (within 5%) on a
@@ -470,7 +469,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out",
         metavar="JSON",
-        help="write the report here (default tests/benchmarks/results/translate_real.json); never overwritten",
+        help="write the report here (default tests/benchmarks/results/translate_real.json); "
+        "an earlier report there is kept, renamed with its start time",
     )
     parser.add_argument("--worker-seed", type=int, default=0, help=argparse.SUPPRESS)  # the d2l worker's
     parser.add_argument("--d2l-worker", help=argparse.SUPPRESS)
