@@ -14,6 +14,27 @@ def root() -> Path:
     return ROOT
 
 
+# --- Another processor's rounding (tests/other_kernels.py) ---------------------------------------
+def pytest_addoption(parser):
+    parser.addoption(
+        "--other-kernels",
+        action="store_true",
+        help="run every test with results rounded by shape, as on another class of processor (tests/other_kernels.py)",
+    )
+
+
+@pytest.fixture(autouse=True)
+def _other_kernels(request):
+    """Under ``--other-kernels``: the test runs inside :class:`other_kernels.ShapeDependentRounding`."""
+    if not request.config.getoption("--other-kernels"):
+        yield
+        return
+    from other_kernels import ShapeDependentRounding
+
+    with ShapeDependentRounding():
+        yield
+
+
 # --- Two workers (pytest-xdist, `-n 2 --dist loadfile` in pyproject's addopts) --------------
 # A notebook's cells share one kernel and run in order, so each file stays on one worker
 # (loadfile). Two refinements, used whenever this conftest is loaded (`make test`):

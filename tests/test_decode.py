@@ -83,6 +83,7 @@ def test_batched_decoding_equals_decoding_each_sentence_alone(attention):
         assert out.attention.shape == (3, out.tokens.shape[1], 6)
 
 
+@pytest.mark.slow
 def test_a_trained_model_reverses_its_inputs():
     pairs = reversal_pairs(448, vocab_size=10, max_len=6)
     torch.manual_seed(0)

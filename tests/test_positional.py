@@ -32,7 +32,8 @@ def test_table_equals_d2l():
     from d2l import torch as d2l
 
     theirs = d2l.PositionalEncoding(32, 0.0, max_len=200).P[0]  # float32, computed in float32
-    torch.testing.assert_close(sinusoidal_table(200, 32), theirs, rtol=0, atol=2e-5)
+    # float32 angles near 200 radians are uncertain by about 2e-5 (one unit in the last place), and so their sines
+    torch.testing.assert_close(sinusoidal_table(200, 32), theirs, rtol=0, atol=1e-4)
 
 
 def test_frequencies_run_from_one_to_about_one_over_base():

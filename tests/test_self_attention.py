@@ -62,7 +62,8 @@ def test_masked_keys_get_no_weight_and_their_values_do_not_matter():
     assert torch.all(w[1, :, 3:] == 0)
     v2, k2 = v.clone(), k.clone()
     v2[1, 3:], k2[1, 3:] = 1e6, -1e6
-    torch.testing.assert_close(scaled_dot_product_attention(q, k2, v2, mask)[0], out, rtol=0, atol=0)
+    # a leak of any weight onto the changed keys would move the output by far more than the rounding allowed here
+    torch.testing.assert_close(scaled_dot_product_attention(q, k2, v2, mask)[0], out, rtol=1e-13, atol=1e-13)
 
 
 def test_all_masked_query_gets_zero_output_not_nan():

@@ -98,10 +98,12 @@ def test_label_smoothing_is_cross_entropy_against_the_smoothed_targets():
     # PyTorch's label_smoothing spreads eps over all V classes, the true one and <pad> included: another loss
     pytorch = F.cross_entropy(logits[real], targets[real], label_smoothing=0.1)
     assert not torch.isclose(sequence_loss(logits, targets, label_smoothing=0.1), pytorch)
-    # without smoothing it is the plain cross-entropy, exactly as before
-    assert torch.equal(
+    # without smoothing it is the plain cross-entropy (computed another way, so to the last bits only)
+    torch.testing.assert_close(
         sequence_loss(logits, targets),
         F.cross_entropy(logits.reshape(-1, 9), targets.reshape(-1), ignore_index=0, reduction="sum") / real.sum(),
+        rtol=1e-14,
+        atol=0,
     )
 
 
@@ -254,6 +256,7 @@ def test_noam_schedule_errors():
         NoamSchedule(opt, d_model=8, factor=0)
 
 
+@pytest.mark.slow
 def test_paper_optimizer_drives_train():
     from dataclasses import dataclass
 
@@ -276,6 +279,7 @@ def test_paper_optimizer_drives_train():
     assert paper_optimizer(linear)[1].d_model == 24
 
 
+@pytest.mark.slow
 def test_fused_paper_optimizer_takes_the_same_steps_as_the_loop():
     """``fused=True`` is PyTorch's one-kernel Adam: the same updates as the loop, to rounding."""
     loop_model, fused_model = _model(), _model()  # the same initial weights
@@ -329,6 +333,7 @@ def test_the_fused_loss_has_the_loss_and_the_gradient_of_the_traced_one(smoothin
     assert torch.allclose(got, 1.7 * expected, rtol=0, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_the_fused_loss_trains_as_the_traced_one_and_refuses_what_it_refuses():
     runs = []
     for fused in (False, True):
@@ -355,6 +360,7 @@ def test_the_fused_loss_trains_as_the_traced_one_and_refuses_what_it_refuses():
 # --- the loop ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_training_learns_the_toy_task_and_records_history(capsys):
     model = _model()
     before = evaluate(model, VALID)
@@ -372,6 +378,7 @@ def test_training_learns_the_toy_task_and_records_history(capsys):
     assert not model.training
 
 
+@pytest.mark.slow
 def test_training_is_deterministic():
     runs = []
     for _ in range(2):
@@ -384,6 +391,7 @@ def test_training_is_deterministic():
     assert all(torch.equal(runs[0][2][k], runs[1][2][k]) for k in runs[0][2])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])
 def test_mixed_precision_multiplies_in_bfloat16_and_keeps_the_weights_in_float32(arch):
     from attnbook.transformer import Transformer, TransformerConfig

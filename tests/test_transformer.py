@@ -199,7 +199,8 @@ def test_ffn_is_two_linear_maps_with_relu_between_the_same_at_every_position():
     conv1 = F.conv1d(x.transpose(1, 2), ffn.w1.weight[:, :, None], ffn.w1.bias)
     conv = F.conv1d(torch.relu(conv1), ffn.w2.weight[:, :, None], ffn.w2.bias).transpose(1, 2)
     torch.testing.assert_close(ffn(x), conv, rtol=0, atol=1e-13)
-    torch.testing.assert_close(ffn(x[:, 3:4]), ffn(x)[:, 3:4], rtol=0, atol=0)
+    # one row alone or among ten: another shape, so another kernel may round another way (Intel AMX does)
+    torch.testing.assert_close(ffn(x[:, 3:4]), ffn(x)[:, 3:4], rtol=1e-14, atol=1e-15)
     assert ffn.w1.weight.shape == (10, 6) and ffn.w2.weight.shape == (6, 10)
 
 
@@ -212,11 +213,11 @@ def test_add_norm_post_and_pre(norm_first):
     f = nn.Linear(8, 8).double()
     ln = add_norm.norm
     expected = x + f(ln(x)) if norm_first else ln(x + f(x))
-    torch.testing.assert_close(add_norm(x, f), expected, rtol=0, atol=0)
+    torch.testing.assert_close(add_norm(x, f), expected, rtol=1e-14, atol=1e-15)
     # extras returned by the sublayer pass through
     y, extra = add_norm(x, lambda h: (f(h), "weights"))
     assert extra == "weights"
-    torch.testing.assert_close(y, expected, rtol=0, atol=0)
+    torch.testing.assert_close(y, expected, rtol=1e-14, atol=1e-15)
     # post-LN output is normalized (before gain and bias); pre-LN output is not
     z = AddNorm(8, norm_first=norm_first).double()(x, f)
     if not norm_first:
@@ -547,7 +548,9 @@ def test_encode_then_decode_equals_forward(seed):
     model, _, src, src_mask, tgt_in, _ = _model_and_batch(seed, seed % 2 == 1)
     model.eval()
     memory = model.encode(src, src_mask)
-    torch.testing.assert_close(model.decode(tgt_in, memory, src_mask), model(src, src_mask, tgt_in), rtol=0, atol=0)
+    torch.testing.assert_close(
+        model.decode(tgt_in, memory, src_mask), model(src, src_mask, tgt_in), rtol=1e-13, atol=1e-14
+    )
     logits, maps = model(src, src_mask, tgt_in, return_attention=True)
     torch.testing.assert_close(logits, model(src, src_mask, tgt_in), rtol=0, atol=ATOL)
     L, h = model.config.num_layers, model.config.num_heads
@@ -678,6 +681,7 @@ def test_float32_cached_decoding_agrees():
 # --- training, checkpoints, dropout ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
 def test_train_learns_reversal_and_checkpoint_round_trip(tmp_path, norm_first):
     pairs = reversal_pairs(384, vocab_size=10, max_len=6, seed=1)

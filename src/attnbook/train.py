@@ -557,7 +557,8 @@ class _Step:
 
     def __call__(self, batch, where: str) -> tuple[float, int]:
         """Train on one batch; return its mean loss per target token and its number of target tokens."""
-        logits = teacher_forced_logits(self.model, _to(batch, self.device), self.autocast)
+        batch = _to(batch, self.device)  # every tensor of it: the loss reads the targets on the model's device
+        logits = teacher_forced_logits(self.model, batch, self.autocast)
         loss = (fused_sequence_loss if self.fused_loss else sequence_loss)(
             logits, batch.tgt_out, self.pad_id, self.label_smoothing
         )

@@ -1,0 +1,92 @@
+"""Another processor's rounding, simulated: results whose last bits depend on the shapes computed.
+
+On a processor of another class (Intel with AMX, say), the matrix product of
+one row and the same row inside a product of ten can differ in the last bit:
+the kernel that a library picks, and the order in which it adds, depend on
+the shapes. A test that compares two such computations bit for bit passes on
+the processors it was written on and fails on the first processor of another
+class. This machine's kernels may never show the difference, so this module
+makes it show here.
+
+:class:`ShapeDependentRounding` is a ``TorchDispatchMode``: every operation
+that rounds (a product, a sum, a softmax, an exponential, a norm, ...) has its
+floating-point result scaled by ``1 + k·ε``, one or two units in the last place
+(whole numbers, which every processor computes exactly, are kept), where ``k`` depends on the operation and on the shapes of its inputs. The same
+operation on the same shapes rounds the same way every time, as on any real
+processor with fixed threads; the same operation on other shapes most often
+rounds differently, as on some. Operations that are exact by construction
+(indexing, masking, copying, concatenating, comparisons, taking a maximum,
+one IEEE addition, subtraction, multiplication or division per element, and
+random draws) are left alone, as are views and in-place operations.
+
+``pytest --other-kernels`` (an option that ``tests/conftest.py`` adds) runs
+every test inside the mode; ``tests/test_portability.py`` runs the library's
+own tests that way, on another CPU kernel path too, inside ``make test``.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map_only
+
+#: Operations whose results do not depend on the shapes they are computed in: they move, select, compare or
+#: round once per element (and the random ones, whose draws a seed fixes). Names of ``torch.ops.aten`` packets.
+EXACT = frozenset(
+    """
+    _to_copy clone copy copy_ _copy_from _copy_from_and_resize contiguous lift_fresh lift_fresh_copy detach
+    cat stack index index_select gather scatter masked_fill masked_scatter masked_select where embedding
+    index_put index_put_ slice_scatter select_scatter diagonal_scatter as_strided_scatter
+    constant_pad_nd reflection_pad1d replication_pad1d tril triu flip roll repeat repeat_interleave expand_copy
+    permute_copy transpose_copy view_copy unsqueeze_copy squeeze_copy unfold_copy narrow_copy
+    fill zero zeros zeros_like ones ones_like empty empty_like empty_strided new_zeros new_ones new_empty
+    new_empty_strided new_full full full_like scalar_tensor arange linspace eye tensor _local_scalar_dense
+    max min amax amin maximum minimum clamp clamp_min clamp_max relu threshold threshold_backward hardtanh
+    neg abs sign sgn floor ceil round trunc frac add sub rsub mul div reciprocal sqrt remainder fmod
+    sort topk argmax argmin argsort nonzero unique _unique2 isnan isinf isfinite logical_not logical_and
+    logical_or bitwise_and bitwise_or bitwise_not eq ne lt le gt ge equal any all count_nonzero
+    bernoulli native_dropout native_dropout_backward randint randn rand randperm normal uniform multinomial
+    _fused_dropout masked_fill_ alias set_ resize_ _reshape_alias _unsafe_view
+    """.split()
+)
+
+
+def _rounding_unit(key: str) -> int:
+    """A nonzero number of units in the last place, -2, -1, 1 or 2, fixed by the operation and its shapes."""
+    return (-2, -1, 1, 2)[zlib.crc32(key.encode()) % 4]
+
+
+class ShapeDependentRounding(TorchDispatchMode):
+    """Scale every rounding operation's float result by ``1 + k·ε``, ``k`` chosen by the operation and its shapes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.perturbed = 0  # how many results were changed: a test of the mode can see that it acted
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        schema = func._schema
+        if (
+            func.overloadpacket.__name__.lstrip("_") in EXACT
+            or func.overloadpacket.__name__ in EXACT
+            or schema.is_mutable
+            or any(r.alias_info is not None for r in schema.returns)
+        ):
+            return out
+        shapes = [
+            tuple(a.shape) for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)
+        ]
+        key = f"{func}{shapes}"
+
+        def perturb(t: torch.Tensor) -> torch.Tensor:
+            if not t.is_floating_point() or t.numel() == 0 or t.device.type == "meta":
+                return t
+            self.perturbed += 1
+            rounded = t * (1 + _rounding_unit(key) * torch.finfo(t.dtype).eps)
+            # a whole number (0, 1, a count) is exact on every processor: cos(0), exp(0), a sum of integers
+            return torch.where(t == t.round(), t, rounded)
+
+        return tree_map_only(torch.Tensor, perturb, out)
