@@ -12,8 +12,9 @@ makes it show here.
 that rounds (a product, a sum, a softmax, an exponential, a norm, ...) has its
 floating-point result scaled by ``1 + k·ε``, one or two units in the last place
 (whole numbers, which every processor computes exactly, are kept), where ``k``
-depends on the operation and on the shapes of its inputs. The same on the same shapes rounds the same way every time, as on any real
-processor with fixed threads; the same operation on other shapes most often
+depends on the operation and on the shapes of its inputs. The same operation
+on the same shapes rounds the same way every time, as on any real processor
+with fixed threads; the same operation on other shapes most often
 rounds differently, as on some. Operations that are exact by construction
 (indexing, masking, copying, concatenating, comparisons, taking a maximum,
 one IEEE addition, subtraction, multiplication or division per element, and
