@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -24,6 +25,14 @@ from attnbook.decode import beam_search, greedy_decode
 from attnbook.fastformer import FastformerEncoder
 from attnbook.train import fused_sequence_loss, read_checkpoint, sequence_loss
 from attnbook.transformer import Transformer, TransformerConfig
+from attnbook.translate.model import (
+    GPU_BATCH_TOKENS,
+    GPU_MEMORY_SHARE,
+    GPU_MODEL,
+    activation_bytes_per_token,
+    fit_to_device,
+)
+from attnbook.translate.settings import RunSettings
 
 
 def test_the_second_device_refuses_a_tensor_left_on_the_cpu_as_a_gpu_does():
@@ -114,3 +123,27 @@ def test_fastformer_trains_a_step_on_a_second_device(causal):
         out.pow(2).mean().backward()
         grads = [p.grad for p in model.parameters() if p.grad is not None]
     assert grads and all(g.device == device for g in grads)
+
+
+def test_on_a_gpu_the_default_model_grows_to_the_base_size_and_the_batch_to_what_memory_holds(monkeypatch):
+    card = SimpleNamespace(total_memory=80 * 2**30)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: card)
+    gpu = torch.device("cuda", 0)
+    settings, reasons = fit_to_device(RunSettings(), set(), gpu, 8000)
+    assert {k: getattr(settings, k) for k in GPU_MODEL} == GPU_MODEL
+    assert settings.batch_tokens == GPU_BATCH_TOKENS and len(reasons) == 2
+    assert "the paper's base model" in reasons[0] and "80 GiB: --batch-tokens 8,000" in reasons[1]
+    # a small card: the batch its memory holds for that model, in hundreds
+    card.total_memory = 4 * 2**30
+    settings, reasons = fit_to_device(RunSettings(), set(), gpu, 8000)
+    expected = GPU_MEMORY_SHARE * card.total_memory / activation_bytes_per_token(settings, 8000)
+    assert settings.batch_tokens == int(expected) // 100 * 100 < GPU_BATCH_TOKENS
+    assert "what its memory holds" in reasons[1]
+    # what the command line chose stays: a width given keeps the CPU's sizes; a batch given is kept
+    settings, reasons = fit_to_device(
+        RunSettings(d_model=128, batch_tokens=900), {"d_model", "batch_tokens"}, gpu, 8000
+    )
+    assert (settings.d_model, settings.num_layers, settings.batch_tokens) == (128, RunSettings().num_layers, 900)
+    assert reasons == []
+    # on the CPU nothing changes
+    assert fit_to_device(RunSettings(), set(), torch.device("cpu"), 8000) == (RunSettings(), [])

@@ -17,7 +17,7 @@ from ..train import read_checkpoint
 from .choose import choose_decoding, save_decoding
 from .cluster import Cluster
 from .console import CommandError, Console
-from .model import check_model_settings, model_config
+from .model import check_model_settings, fit_to_device, model_config
 from .run_folder import (
     CHECKPOINT_FILE,
     CONFIG_FILE,
@@ -99,6 +99,7 @@ def new_run(args: argparse.Namespace, out: Path, cluster: Cluster, console: Cons
             "or every pair is longer than --max-length"
         )
     src_vocab, tgt_vocab = tokens.vocabularies(train_pairs, settings)
+    settings, fitted = fit_to_device(settings, set(given(RunSettings, args)), cluster.device, len(tgt_vocab))
     config = {
         "format": RUN_FORMAT,
         "src_lang": src,
@@ -121,6 +122,8 @@ def new_run(args: argparse.Namespace, out: Path, cluster: Cluster, console: Cons
         f"split by checksum: {len(splits.train):,} training, {len(splits.valid):,} validation, {test}; "
         f"{tokens.describe()}: {len(src_vocab):,} {src} and {len(tgt_vocab):,} {tgt} tokens"
     )
+    for line in fitted:
+        console.say(line)
     return PreparedRun(config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, tokens=tokens)
 
 

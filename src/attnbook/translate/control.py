@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..train import TrainStep
@@ -19,7 +20,13 @@ from .cluster import Cluster
 from .console import Console, format_duration
 from .settings import Budget
 
-__all__ = ["Position", "Tracker", "Signals", "Interrupted"]
+__all__ = ["Position", "Tracker", "Pace", "Signals", "Interrupted", "SKIP_STEPS", "PROBE_STEPS", "DRIFT"]
+
+#: How the speed of a run is measured: the first ``SKIP_STEPS`` steps carry one-off costs (on a GPU: starting
+#: CUDA, the allocator, choosing kernels; on a CPU: first-touch memory), so the clock starts after them and
+#: times the next ``PROBE_STEPS``; from then on the speed is re-measured every ``PROBE_STEPS`` steps, and a
+#: new estimate is taken when the average since the start of timing has moved by more than ``DRIFT``.
+SKIP_STEPS, PROBE_STEPS, DRIFT = 5, 20, 0.15
 
 Position = dict  # {"epoch", "step_in_epoch", "step", "seconds", "tokens"}: where a run is, as saved in its checkpoint
 
@@ -131,6 +138,42 @@ class Tracker:
             f"epoch {self.epoch + 1} {100 * done:3.0f}% · step {self.step_count:,} · loss {loss:.3f} · "
             f"{self.tokens_per_second():,.0f} tok/s{eta}"
         )
+
+
+class Pace:
+    """Seconds per step, measured after the one-off costs of the first steps, and measured again when it drifts.
+
+    :meth:`after_step` is called after each step of a session with the number
+    of steps this session has done. It returns the new estimate of seconds per
+    step when there is one — first after ``SKIP_STEPS + PROBE_STEPS`` steps,
+    then whenever the average since the clock started differs from the last
+    estimate by more than ``DRIFT`` (checked every ``PROBE_STEPS`` steps) —
+    else ``None``. ``sync`` waits for the device (a GPU runs ahead of the host,
+    so its clock would read the time to queue the steps, not to run them), and
+    is called only where the clock is read. ``clock`` is injectable for tests.
+    """
+
+    def __init__(self, sync: Callable[[], None] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.sync, self.clock = sync or (lambda: None), clock
+        self.started: float | None = None
+        self.per_step: float | None = None  # the estimate in use
+
+    def _now(self) -> float:
+        self.sync()
+        return self.clock()
+
+    def after_step(self, steps_done: int) -> float | None:
+        if steps_done == SKIP_STEPS:
+            self.started = self._now()
+            return None
+        timed = steps_done - SKIP_STEPS
+        if self.started is None or timed <= 0 or timed % PROBE_STEPS:
+            return None
+        average = (self._now() - self.started) / timed
+        if self.per_step is None or abs(average / self.per_step - 1) > DRIFT:
+            self.per_step = average
+            return average
+        return None
 
 
 class Signals:

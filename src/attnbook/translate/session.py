@@ -17,7 +17,6 @@ resumed run takes the very batches an uninterrupted one would have.
 from __future__ import annotations
 
 import math
-import time
 import zlib
 from collections import deque
 from collections.abc import Iterator
@@ -44,17 +43,18 @@ from ..train import (
 from ..transformer import PositionwiseFFN
 from .cluster import Cluster
 from .console import PROGRAM, CommandError, Console, format_duration
-from .control import Interrupted, Position, Signals, Tracker
+from .control import PROBE_STEPS, SKIP_STEPS, Interrupted, Pace, Position, Signals, Tracker
 from .model import build_model, precision
 from .run_folder import BEST_FILE, CHECKPOINT_FILE, LOG_FILE, TrainingLog, best_valid_loss, one_line
 from .settings import AUTO, AUTO_DROPOUT_EPOCHS, MORE_DROPOUT, MORE_DROPOUT_EPOCHS, Budget, RunSettings, auto_dropout
 from .tokens import RunTokens
 
-__all__ = ["PreparedRun", "TrainingSession", "PROBE_STEPS", "WARMUP_SHARE", "AVERAGE_SPAN"]
+__all__ = ["PreparedRun", "TrainingSession", "WARMUP_SHARE", "AVERAGE_SPAN"]
 
-#: A run with a budget in minutes times its first steps, then shortens its warm-up to at most this share of
-#: the steps the budget allows: the warm-up that suits a fast machine would take a slow one's whole budget.
-PROBE_STEPS, WARMUP_SHARE = 20, 0.1
+#: A run with a budget in minutes shortens its warm-up to at most this share of the steps the budget allows, as
+#: soon as its speed is measured (:class:`~attnbook.translate.control.Pace`): the warm-up that suits a fast
+#: machine would take a slow one's whole budget.
+WARMUP_SHARE = 0.1
 
 #: ``--average N`` averages N snapshots of the weights taken at equal intervals over this share of the
 #: session's last steps, the final weights the last of them (the paper averages its last checkpoints).
@@ -110,8 +110,9 @@ class TrainingSession:
         self.recent: deque = deque(maxlen=s.average)  # (step, weights): the last snapshots
         self.snapshot_every: int | None = None  # steps between snapshots, once the budget's steps are known
         self.last_epoch = self.position["epoch"]
-        # a budget in minutes: the spacing is set after the first steps and again halfway (then never again)
-        self._replan_at = (budget.minutes * 60 - self.position["seconds"]) / 2 if budget.minutes else math.inf
+        sync = torch.cuda.synchronize if cluster.device.type == "cuda" else None
+        self.pace = Pace(sync=(lambda: sync(cluster.device)) if sync else None)
+        self._paced = False  # the warm-up and --dropout auto are fitted to the first measured speed only
         stored = (run.state or {}).get("dropout", s.dropout)
         self.set_dropout(0.0 if stored == AUTO else stored)  # auto: none until the budget is known (choose_dropout)
 
@@ -296,24 +297,26 @@ class TrainingSession:
         tracker.stopping = tracker.stopping or want_stop
         steps_done = tracker.step_count - self.position["step"]  # in this session
         if self.budget.minutes:
-            seconds = time.monotonic() - tracker.start  # in this session
-            if steps_done == PROBE_STEPS:
-                per_step = seconds / PROBE_STEPS
-                if self.prepared.state is None:
-                    allowed = self.fit_warmup(per_step)
+            per_step = self.pace.after_step(steps_done)
+            if per_step is not None:
+                allowed = self.steps_allowed(per_step)
+                if not self._paced and self.prepared.state is None:
+                    allowed = self.fit_warmup(per_step, allowed)  # every process's, as the first measured it
                     if self.settings.dropout == AUTO:
                         self.choose_dropout(self._epochs_allowed(allowed))
-                self.plan_snapshots(self.steps_allowed(per_step))
-            elif steps_done > PROBE_STEPS and seconds >= self._replan_at:
-                # halfway: the speed of many steps (the first ones are slower) places the snapshots better
-                self._replan_at = math.inf
-                self.plan_snapshots(self.steps_allowed(seconds / steps_done))
+                self._paced = True
+                self.plan_snapshots(allowed)
         if self.snapshot_every and steps_done % self.snapshot_every == 0 and self.cluster.is_first:
             self.recent.append((tracker.step_count, self._weights()))
         return want_stop
 
     def steps_allowed(self, per_step: float | None) -> float:
-        """How many steps this session's budget allows: by its steps, its epochs, and its minutes at ``per_step`` s."""
+        """How many steps this session's budget allows: by its steps, its epochs, and its minutes at ``per_step`` s.
+
+        In minutes: the steps done so far, and as many more as the time left
+        allows at ``per_step`` (the time of the first, slower steps is spent, not
+        extrapolated).
+        """
         budget, start = self.budget, self.position
         limits = [math.inf]
         if budget.steps:
@@ -321,8 +324,15 @@ class TrainingSession:
         if budget.epochs:
             limits.append((budget.epochs - start["epoch"]) * self.steps_per_epoch - start["step_in_epoch"])
         if budget.minutes and per_step:
-            limits.append((budget.minutes * 60 - start["seconds"]) / max(per_step, 1e-9))
+            done = self.tracker.step_count - start["step"]
+            left = max(0.0, budget.minutes * 60 - self.tracker.elapsed())
+            limits.append(done + left / max(per_step, 1e-9))
         return min(limits)
+
+    @property
+    def pace_steps(self) -> int:
+        """The steps after which the speed is first known (a warm-up is never shortened below them)."""
+        return SKIP_STEPS + PROBE_STEPS
 
     def plan_snapshots(self, steps: float) -> None:
         """Space ``--average`` snapshots so that they span :data:`AVERAGE_SPAN` of the session's ``steps``."""
@@ -333,17 +343,16 @@ class TrainingSession:
     def _weights(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
 
-    def fit_warmup(self, per_step: float) -> float:
-        """Shorten the warm-up to at most :data:`WARMUP_SHARE` of the steps the time budget allows, at this speed.
+    def fit_warmup(self, per_step: float, allowed: float) -> float:
+        """Shorten the warm-up to at most :data:`WARMUP_SHARE` of the ``allowed`` steps of the time budget.
 
-        ``per_step``, the seconds of each of the first :data:`PROBE_STEPS` steps, is
-        the first process's and shared, so that every process keeps the same schedule;
-        the schedule's state, saved with each checkpoint, keeps the new warm-up when
+        ``per_step`` (the measured seconds a step) and ``allowed`` are the first
+        process's and shared, so that every process keeps the same schedule; the
+        schedule's state, saved with each checkpoint, keeps the new warm-up when
         the run resumes. Returns the steps the budget allows.
         """
         first = self.cluster.is_first
-        allowed = self.budget.minutes * 60 / max(per_step, 1e-9)
-        fitted = max(PROBE_STEPS, int(WARMUP_SHARE * allowed)) if first else 0
+        fitted = max(self.pace_steps, int(WARMUP_SHARE * allowed)) if first else 0
         fitted, allowed = (int(v) for v in self.cluster.all_sum([float(fitted), allowed if first else 0.0]))
         schedule = self.scheduler
         if fitted < schedule.warmup:
