@@ -2,6 +2,8 @@
 #   make book   creates the environment if missing, builds the book, prints where the HTML is
 #   make test   creates the environment if missing, runs every test (library, exercise
 #               checkers, notebook hygiene, strict nbval over every notebook, strict book build)
+#   make test-gpu  the tests marked gpu alone (tests/test_gpu.py): the command line, torchrun with NCCL and
+#               the models on a CUDA GPU; each is skipped, saying why, where PyTorch sees none
 # Other targets: make env, make lab (JupyterLab on localhost, in notebooks/),
 # make execute (re-run every notebook in place), make portability (rerun the long
 # training notebooks whole on another CPU's kernel path, ~12 minutes), make bench (the benchmarks in
@@ -18,7 +20,7 @@ export PYTHONPATH := $(CURDIR)/src
 export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: env book test portability lab execute bench clean
+.PHONY: env book test test-gpu portability lab execute bench clean
 
 env: $(STAMP)
 
@@ -37,6 +39,9 @@ book: env
 
 test: env
 	$(PY) -m pytest
+
+test-gpu: env
+	$(PY) -m pytest -m gpu -n 0 tests/test_gpu.py
 
 # The chapters that train for minutes, rerun whole on the kernel path of another CPU
 # (tests/test_portability.py, the long_rerun mark): after a change to how a chapter trains.
