@@ -21,6 +21,7 @@ from attnbook.data import (
     tokenize,
 )
 from attnbook.data import corpus as C
+from attnbook.data import grammar as G
 from attnbook.data import lexicon as lx
 from attnbook.data.lexicon import starts_with_vowel_sound
 
@@ -28,17 +29,17 @@ from attnbook.data.lexicon import starts_with_vowel_sound
 
 
 def np_(en, plural=False, det="def", word=None, pre=None, post=None, very=False, pp=None, rel=None, possessor=None):
-    np = C.NP(lx.noun(en), plural, det, word, 0)
+    np = G.NP(lx.noun(en), plural, det, word, 0)
     np.pre = lx.adjective(pre) if pre else None
     np.post = lx.adjective(post) if post else None
     np.very = very
     np.pp, np.possessor = pp, possessor
     if rel is not None:
         kind, clause = rel
-        clause.subj = C.Gap(np) if kind == "subj" else clause.subj
+        clause.subj = G.Gap(np) if kind == "subj" else clause.subj
         if kind == "obj":
-            clause.obj = C.Gap(np)
-        np.rel = C.Rel(kind, clause)
+            clause.obj = G.Gap(np)
+        np.rel = G.Rel(kind, clause)
     return np
 
 
@@ -60,10 +61,10 @@ def clause(
     freq=None,
     very=False,
 ):
-    c = C.Clause(subj, lx.verb(verb) if verb else None, tense, neg)
+    c = G.Clause(subj, lx.verb(verb) if verb else None, tense, neg)
     c.obj, c.recip, c.place, c.adjunct = obj, recip, place, adjunct
     if pred is not None:
-        c.pred = pred if isinstance(pred, C.PP) else C.AdjP(lx.adjective(pred))
+        c.pred = pred if isinstance(pred, G.PP) else G.AdjP(lx.adjective(pred))
         if very:
             c.pred.very = True
     c.time = next(a for a in lx.TIME_ADVERBS if " ".join(a.en) == time) if time else None
@@ -72,18 +73,18 @@ def clause(
 
 
 def prep(en, np):
-    return C.PP(
+    return G.PP(
         next(p for p in [*lx.PREPOSITIONS, *lx.COMPANION_PREPOSITIONS, lx.BENEFICIARY] if " ".join(p.en) == en), np
     )
 
 
 def say(*parts):
     """Realize clauses joined by conjunctions: say(c1, "but", c2)."""
-    s = C.Sentence(parts[0])
+    s = G.Sentence(parts[0])
     for conj, c in zip(parts[1::2], parts[2::2]):
         s.clauses.append(c)
         s.conjunctions.append(next(x for x in lx.CONJUNCTIONS if x[0] == conj))
-    en, fr, links = C.realize(s)
+    en, fr, links = G.realize(s)
     assert len(en) == s.en_len(), "the length the generator tracks must be the realized length"
     assert len(links) == len(fr)
     return detokenize(en, "en"), detokenize(fr, "fr")
@@ -127,9 +128,9 @@ GOLDEN = [
     (lambda: clause(np_("tree", det="dem"), None, pred="beautiful"), "This tree is beautiful.", "Cet arbre est beau."),
     (lambda: clause(np_("owl"), "dormir"), "The owl sleeps.", "Le hibou dort."),
     # coordinated subjects: plural, masculine unless all feminine; his/her agree with the thing possessed
-    (lambda: clause(C.Coord([np_("cat"), np_("dog")]), None, pred="happy"), "The cat and the dog are happy.", "Le chat et le chien sont heureux."),
-    (lambda: clause(C.Coord([np_("mother"), np_("girl")]), None, pred="happy"), "The mother and the girl are happy.", "La mère et la fille sont heureuses."),
-    (lambda: clause(C.Coord([np_("father", det="poss", word="her"), np_("mother", det="poss", word="his")]), None, pred="tired"), "Her father and his mother are tired.", "Son père et sa mère sont fatigués."),
+    (lambda: clause(G.Coord([np_("cat"), np_("dog")]), None, pred="happy"), "The cat and the dog are happy.", "Le chat et le chien sont heureux."),
+    (lambda: clause(G.Coord([np_("mother"), np_("girl")]), None, pred="happy"), "The mother and the girl are happy.", "La mère et la fille sont heureuses."),
+    (lambda: clause(G.Coord([np_("father", det="poss", word="her"), np_("mother", det="poss", word="his")]), None, pred="tired"), "Her father and his mother are tired.", "Son père et sa mère sont fatigués."),
     # adverbs: often after the conjugated verb in French; time adverbs; copula tenses
     (lambda: clause(pron("he"), "manger", freq="often", obj=np_("apple", True, det="indef")), "He often eats apples.", "Il mange souvent des pommes."),
     (lambda: clause(pron("we"), "boire", "past", obj=np_("water"), time="yesterday"), "We drank the water yesterday.", "Nous avons bu l'eau hier."),
@@ -160,10 +161,10 @@ def test_golden_translations(build, english, french):
 
 
 def test_alignment_of_a_reordered_sentence():
-    s = C.Sentence(
+    s = G.Sentence(
         clause(np_("dog", possessor=np_("boy")), "manger", neg="pas", obj=np_("apple", pre="big", det="indef"))
     )
-    en, fr, links = C.realize(s)
+    en, fr, links = G.realize(s)
     assert en == ["the", "boy", "'s", "dog", "does", "not", "eat", "a", "big", "apple", "."]
     assert fr == ["le", "chien", "du", "garçon", "ne", "mange", "pas", "de", "grande", "pomme", "."]
     by_word = {f: [en[j] for j in js] for f, js in zip(fr, links)}

@@ -3,7 +3,8 @@
 - :mod:`attnbook.data.text`     tokenize / detokenize, the :class:`Vocab` and its reserved tokens
 - :mod:`attnbook.data.lexicon`  the words of the generated corpus and what they go with
 - :mod:`attnbook.data.pairs`    :class:`Pair`, :class:`Corpus`, and the splits: :func:`split_by_checksum`
-- :mod:`attnbook.data.corpus`   the English→French grammar and :func:`load_corpus`
+- :mod:`attnbook.data.grammar`  a sentence as a tree, realized in English and in French: :func:`realize`
+- :mod:`attnbook.data.corpus`   random sentences of that grammar, :func:`generate_pairs` and :func:`load_corpus`
 - :mod:`attnbook.data.anki`     real Tatoeba pairs: :func:`read_anki_pairs`, :func:`download_fra_eng`
 - :mod:`attnbook.data.subwords` subword vocabularies for real text, learned with SentencePiece: :class:`Subwords`
 - :mod:`attnbook.data.scripts`  is a column in the language it is said to be in: :func:`check_columns`

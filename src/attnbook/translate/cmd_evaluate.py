@@ -15,7 +15,6 @@ figures for a script to read.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -26,7 +25,7 @@ from .cluster import pick_device
 from .console import CommandError, Console
 from .decoding import translate_tokens
 from .model import MAX_POSITIONS
-from .run_folder import Run, open_run
+from .run_folder import Run, open_run, write_json
 from .run_pairs import read_test_pairs, reread_run_pairs
 from .settings import Decoding, from_args
 
@@ -102,6 +101,6 @@ def _write_json(path: Path, run: Run, what: str, n: int, decoding: Decoding, sco
         "seconds": seconds,
     }
     try:
-        path.write_text(json.dumps(result, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        write_json(path, result)  # whole or not at all, as every JSON file of a run
     except OSError as err:
         raise CommandError(f"--json {path}: cannot write it ({err.strerror or err})") from None

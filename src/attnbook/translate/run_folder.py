@@ -87,10 +87,13 @@ class Run:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON, whole or not at all."""
+    """Write ``data`` as JSON, whole or not at all: into a file beside ``path``, then renamed over it."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def read_config(folder: Path) -> dict:
