@@ -27,6 +27,7 @@ from attnbook.train import (
     sequence_loss,
     shorten_warmup,
     smoothed_targets,
+    teacher_forced_logits,
     train,
 )
 from toy_seq2seq import batches_of, one_thread, reversal_pairs  # noqa: F401 (fixture)
@@ -333,15 +334,30 @@ def test_the_fused_loss_has_the_loss_and_the_gradient_of_the_traced_one(smoothin
     assert torch.allclose(got, 1.7 * expected, rtol=0, atol=1e-7)
 
 
+def test_the_fused_loss_unchecked_and_summed_reads_nothing_back_and_gives_the_same(monkeypatch):
+    torch.manual_seed(5)
+    logits = torch.randn(3, 4, 9, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(1, 9, (3, 4))
+    targets[1, 2:] = 0
+    checked = fused_sequence_loss(logits, targets, 0, 0.1, "sum")
+    reads = []
+    monkeypatch.setattr(torch.Tensor, "item", lambda t: reads.append(t) or 0)
+    monkeypatch.setattr(torch.Tensor, "__int__", lambda t: reads.append(t) or 0)
+    unchecked = fused_sequence_loss(logits, targets, 0, 0.1, "sum", check=False)
+    assert reads == [], "the unchecked sum waited for the values of a tensor"
+    monkeypatch.undo()
+    torch.testing.assert_close(unchecked, checked, rtol=0, atol=0)  # exact: the same operations on the same inputs
+    (a,) = torch.autograd.grad(checked, logits)
+    (b,) = torch.autograd.grad(unchecked, logits)
+    torch.testing.assert_close(a, b, rtol=0, atol=0)  # exact: the same operations on the same inputs
+
+
 @pytest.mark.slow
 def test_the_fused_loss_trains_as_the_traced_one_and_refuses_what_it_refuses():
     runs = []
-    for fused in (False, True):
+    for loss_of in (sequence_loss, fused_sequence_loss):
         model = _model(dropout=0.2).double()
-        batches = [b.to(torch.device("cpu")) for b in TRAIN]
-        train(
-            model, batches, VALID, epochs=2, lr=1e-2, label_smoothing=0.1, plot=False, verbose=False, fused_loss=fused
-        )
+        _steps(model, TRAIN, epochs=2, loss_of=lambda logits, targets: loss_of(logits, targets, 0, 0.1))
         runs.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
     assert torch.allclose(runs[0], runs[1], rtol=0, atol=1e-9)
     logits = torch.randn(2, 3, 5)
@@ -406,13 +422,27 @@ def test_mixed_precision_multiplies_in_bfloat16_and_keeps_the_weights_in_float32
         if isinstance(module, torch.nn.Linear):
             module.register_forward_hook(lambda m, args, out: products.append(out.dtype) if m.training else None)
     before = evaluate(model, VALID)
-    history = train(model, TRAIN, VALID, epochs=6, lr=1e-2, plot=False, verbose=False, autocast=torch.bfloat16)
+    _steps(model, TRAIN, epochs=6, autocast=torch.bfloat16)  # as the command line's loop trains
     assert products and set(products) == {torch.bfloat16}
     assert all(p.dtype == torch.float32 for p in model.parameters())
-    assert history.final_valid_loss < 0.6 * before  # it learns
+    assert evaluate(model, VALID) < 0.6 * before  # it learns
     products.clear()
-    train(model, TRAIN, epochs=1, plot=False, verbose=False)  # without autocast: float32 again
+    train(model, TRAIN, epochs=1, plot=False, verbose=False)  # the chapters' loop: float32 again
     assert set(products) == {torch.float32}
+
+
+def _steps(model, batches, epochs: int, autocast=None, loss_of=sequence_loss) -> None:
+    """Teacher-forced steps with Adam at 0.01 and clipping, in mixed precision with ``autocast``."""
+    torch.manual_seed(0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    model.train()
+    for _ in range(epochs):
+        for batch in batches:
+            loss = loss_of(teacher_forced_logits(model, batch, autocast), batch.tgt_out)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
 
 
 def test_time_budget_stops_before_the_epoch_budget(capsys):

@@ -31,7 +31,7 @@ from attnbook.data import BucketBatchSampler, Pair, generate_pairs, split_by_che
 from attnbook.metrics import bleu_tokenizer
 from attnbook.train import read_checkpoint, save_checkpoint
 from attnbook.translate.run_pairs import held_out_fraction, split_run_pairs
-from attnbook.translate.session import AVERAGE_SPAN
+from attnbook.translate.train import AVERAGE_SPAN
 from notebook_index import ROOT
 
 TINY = [
@@ -885,13 +885,13 @@ def test_native_bfloat16_follows_the_processor_and_a_capped_onednn(monkeypatch):
 def test_a_shortened_warm_up_keeps_the_peak_learning_rate(tmp_path, capsys):
     # A warm-up far longer than the budget's steps: the run shortens it after its first steps, and the rate still
     # peaks where the configured schedule would, factor / sqrt(d_model * warmup), not higher.
-    from attnbook.translate.control import PROBE_STEPS, SKIP_STEPS
+    from attnbook.translate.budget import PROBE_STEPS, SKIP_STEPS
     from attnbook.translate.settings import RunSettings
 
     pairs = write_anki(tmp_path / "fra.txt", en_fr_rows(120))
     out_dir, warmup, d_model = tmp_path / "run", 100_000, 16
     argv = ["--pairs", pairs, "--src", "en", "--tgt", "fr", *TINY]
-    argv += ["--warmup", warmup, "--minutes", 0.1, "--log-every", 1]
+    argv += ["--warmup", warmup, "--minutes", 0.2, "--log-every", 1]
     status, out, err = run(["train", *argv, "--out", out_dir], capsys)
     assert status == 0, err
     events = [json.loads(line) for line in (out_dir / "log.jsonl").read_text().splitlines()]
@@ -920,7 +920,7 @@ def test_a_shortened_warm_up_keeps_the_peak_learning_rate(tmp_path, capsys):
 
 
 def test_linear_decay_ends_the_rate_with_the_budget_and_resumes_exactly(tmp_path, capsys, monkeypatch):
-    from attnbook.translate.session import TrainingSession
+    from attnbook.translate.budget import Progress
     from attnbook.translate.settings import RunSettings
 
     pairs = write_anki(tmp_path / "fra.txt", en_fr_rows(120))
@@ -937,16 +937,15 @@ def test_linear_decay_ends_the_rate_with_the_budget_and_resumes_exactly(tmp_path
     assert json.loads((tmp_path / "straight" / "config.json").read_text())["settings"]["decay"] == "linear"
 
     # Ctrl-C after a few steps, then --resume: the same weights as the run never stopped
-    on_step = TrainingSession.on_step
+    after_step = Progress.after_step
 
-    def interrupt_after_step_7(session, info):
-        session.signals.requested = session.signals.requested or session.tracker.step_count == 7
-        return on_step(session, info)
+    def interrupt_after_step_7(progress, tokens, interrupted):
+        return after_step(progress, tokens, interrupted or progress.step + 1 == 8)  # asked during step 8
 
-    monkeypatch.setattr(TrainingSession, "on_step", interrupt_after_step_7)
+    monkeypatch.setattr(Progress, "after_step", interrupt_after_step_7)
     status, out, err = run(["train", *common, "--out", tmp_path / "cut"], capsys)
     assert status == 130 and "interrupted: the state after step 8 is saved" in out, out + err
-    monkeypatch.setattr(TrainingSession, "on_step", on_step)
+    monkeypatch.setattr(Progress, "after_step", after_step)
     status, _, err = run(["train", "--out", tmp_path / "cut", "--resume"], capsys)
     assert status == 0, err
     a, b = weights(tmp_path / "straight"), weights(tmp_path / "cut")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnbook.translate.control import DRIFT, PROBE_STEPS, SKIP_STEPS, Pace
+from attnbook.translate.budget import DRIFT, PROBE_STEPS, SKIP_STEPS, Pace
 
 
 class FakeDevice:

@@ -187,11 +187,14 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         if eps > 0:
             others = -log_probs.sum(-1) + picked + log_probs[:, pad_id]
             per_token = (1.0 - eps) * per_token + eps / (vocab - 2) * others
-        n_tokens = int(real.sum())
-        if reduction == "mean" and n_tokens == 0:
-            raise ValueError("the targets hold no real tokens (everything is padding)")
+        scale = 1.0
+        if reduction == "mean":  # the count of real tokens is read on the host
+            n_tokens = int(real.sum())
+            if n_tokens == 0:
+                raise ValueError("the targets hold no real tokens (everything is padding)")
+            scale = 1.0 / n_tokens
         ctx.save_for_backward(log_probs, targets, real)
-        ctx.pad_id, ctx.eps, ctx.scale = pad_id, eps, 1.0 if reduction == "sum" else 1.0 / n_tokens
+        ctx.pad_id, ctx.eps, ctx.scale = pad_id, eps, scale
         return per_token.masked_fill(~real, 0.0).sum() * ctx.scale
 
     @staticmethod
@@ -215,6 +218,7 @@ def fused_sequence_loss(
     pad_id: int = 0,
     label_smoothing: float = 0.0,
     reduction: str = "mean",
+    check: bool = True,
 ) -> torch.Tensor:
     """:func:`sequence_loss`, with its gradient computed in a few passes over the logits.
 
@@ -227,8 +231,16 @@ def fused_sequence_loss(
     step, so the command line trains with this one; the chapters keep
     :func:`sequence_loss`, whose rounding their stored outputs were computed
     with.
+
+    ``check=False`` leaves out the checks that read the targets' values (their
+    range, a batch of padding alone), each a wait for the device on a GPU; with
+    ``reduction="sum"`` nothing then waits. The command line's step uses that,
+    on batches it built itself.
     """
-    vocab, eps = _check_loss_inputs(logits, targets, label_smoothing, reduction)
+    if check:
+        vocab, eps = _check_loss_inputs(logits, targets, label_smoothing, reduction)
+    else:
+        vocab, eps = logits.shape[-1], _check_smoothing(label_smoothing, logits.shape[-1])
     return _SmoothedCrossEntropy.apply(logits.reshape(-1, vocab), targets.reshape(-1), pad_id, eps, reduction)
 
 
@@ -552,16 +564,12 @@ class _Step:
     pad_id: int
     label_smoothing: float
     device: torch.device
-    autocast: torch.dtype | None = None
-    fused_loss: bool = False
 
     def __call__(self, batch, where: str) -> tuple[float, int]:
         """Train on one batch; return its mean loss per target token and its number of target tokens."""
         batch = _to(batch, self.device)  # every tensor of it: the loss reads the targets on the model's device
-        logits = teacher_forced_logits(self.model, batch, self.autocast)
-        loss = (fused_sequence_loss if self.fused_loss else sequence_loss)(
-            logits, batch.tgt_out, self.pad_id, self.label_smoothing
-        )
+        logits = teacher_forced_logits(self.model, batch)
+        loss = sequence_loss(logits, batch.tgt_out, self.pad_id, self.label_smoothing)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"the loss became {float(loss)} at {where}: lower the learning rate")
         self.optimizer.zero_grad(set_to_none=True)
@@ -595,8 +603,6 @@ def train(
     log_every: int = 5,
     on_step: Callable[[TrainStep], bool | None] | None = None,
     on_epoch: Callable[[EpochLog], bool | None] | None = None,
-    autocast: torch.dtype | None = None,
-    fused_loss: bool = False,
 ) -> History:
     """Train ``model`` with teacher forcing; return the :class:`History`.
 
@@ -609,19 +615,15 @@ def train(
     optimizer is Adam with learning rate ``lr``; the gradient norm is clipped to
     ``clip`` (``None``: no clipping); ``scheduler``, if given, is stepped after
     every batch. ``seed`` seeds PyTorch (dropout) so that a run is reproducible.
-    ``verbose`` prints one line per epoch. ``autocast`` (``torch.bfloat16``, say)
-    trains in mixed precision: the weights, the optimizer and the loss stay in
-    the model's dtype, and :func:`torch.autocast` runs the forward pass's matrix
-    products in ``autocast`` (fast only where the processor has instructions
-    for it); validation stays in the model's dtype. ``fused_loss`` trains with
-    :func:`fused_sequence_loss` (the same loss, its gradient in fewer passes).
+    ``verbose`` prints one line per epoch. (The command line's translator trains
+    with a loop of its own, :mod:`attnbook.translate.train`, in mixed precision
+    and with :func:`fused_sequence_loss` where it can.)
 
     Two optional callbacks let a caller watch and steer a run: ``on_step(TrainStep)``
     after every optimizer (and scheduler) step, ``on_epoch(EpochLog)`` after
     every epoch's validation; either one returning ``True`` ends training
     there (a cut-short epoch is still validated), recorded as ``stopped_by``.
-    The command line uses them for its progress line, periodic checkpoints
-    and budgets; a notebook's loss curve is one more pair of them
+    A notebook's loss curve is one more pair of them
     (:class:`attnbook.notebook.LossFigure`): ``plot`` (default: in a notebook)
     draws it, ``live`` (default: when a person runs the notebook) updates it as
     training goes, ``title`` names it.
@@ -640,9 +642,7 @@ def train(
     step_hooks = [hook for hook in (figure and figure.on_step, on_step) if hook is not None]
     epoch_hooks = [hook for hook in (figure and figure.on_epoch, on_epoch) if hook is not None]
     optimizer = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
-    train_step = _Step(
-        model, optimizer, scheduler, clip, pad_id, label_smoothing, _device_of(model), autocast, fused_loss
-    )
+    train_step = _Step(model, optimizer, scheduler, clip, pad_id, label_smoothing, _device_of(model))
 
     start, step = time.perf_counter(), 0
     for epoch in range(1, epochs + 1):

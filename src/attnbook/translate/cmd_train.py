@@ -4,7 +4,7 @@ A new run reads and splits the pairs, builds the vocabularies from the
 training pairs, and writes the run folder's configuration before the first
 step; a resumed run reads all of that back, checks that the command line
 agrees with it, and continues from its checkpoint's training state. Either way
-:class:`~attnbook.translate.session.TrainingSession` trains it within its budget.
+:func:`~attnbook.translate.train.train_run` trains it within its budget.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from .run_pairs import (
     reread_run_pairs,
     split_run_pairs,
 )
-from .session import PreparedRun, TrainingSession
 from .settings import Budget, RunSettings, from_args, given, option_name
 from .tokens import RunTokens
+from .train import PreparedRun, train_run
 
 __all__ = ["cmd_train"]
 
@@ -60,8 +60,7 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         cluster.barrier()
         if cluster.is_first:
             _write_run_folder(out, run)
-        session = TrainingSession(run, budget, cluster, console, out, args.checkpoint_minutes, args.log_every)
-        status = session.run()
+        status = train_run(run, budget, cluster, console, out, args.checkpoint_minutes, args.log_every)
         if status == 0 and cluster.is_first and run.valid_pairs:
             _choose_decoding(out, run, cluster, console)
         return status

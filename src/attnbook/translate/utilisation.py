@@ -1,0 +1,62 @@
+"""Model FLOP utilisation: the share of the device's arithmetic that training turns into the model's arithmetic.
+
+Two numbers make it, both measured in the run that reports it:
+
+- the floating-point operations of the model's forward and backward passes
+  for one batch, counted by PyTorch's :class:`~torch.utils.flop_counter.FlopCounterMode`
+  (matrix products and attention; the elementwise work is not counted, as is
+  usual), divided by the batch's target tokens: the model's operations per
+  target token (attention makes this grow a little with the sentences' length);
+- the device's peak, as a large matrix product in the run's precision reaches
+  it here and now (:func:`peak_flops`): on a CPU no table says what its cores
+  do with the threads a run has, so it is measured; on a GPU too, for the
+  clocks and the power limit it runs at.
+
+The utilisation is then ``operations per token × tokens a second / peak``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+__all__ = ["count_flops", "peak_flops", "describe_utilisation"]
+
+
+def count_flops(run: Callable[[], None]) -> int:
+    """The floating-point operations that ``run()`` performs in matrix products and attention."""
+    with FlopCounterMode(display=False) as counter:
+        run()
+    return int(counter.get_total_flops())
+
+
+def peak_flops(device: torch.device, dtype: torch.dtype, size: int | None = None, repeats: int = 5) -> float:
+    """Floating-point operations a second of a ``size × size`` matrix product in ``dtype`` on ``device``: the median."""
+    size = size or (8192 if device.type == "cuda" else 1024)
+    a = torch.randn(size, size, device=device).to(dtype)
+    b = torch.randn(size, size, device=device).to(dtype)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda *_: None)
+    a @ b  # the first product chooses its kernel and warms the caches
+    sync(device)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        sync(device)
+        times.append(time.perf_counter() - start)
+    return 2 * size**3 / statistics.median(times)
+
+
+def describe_utilisation(flops_per_token: float, tokens_per_second: float, peak: float) -> tuple[float, str]:
+    """The utilisation, and a line that says it with what it is made of."""
+    achieved = flops_per_token * tokens_per_second
+    share = achieved / peak
+    return share, (
+        f"model FLOP utilisation {100 * share:.1f}%: {achieved / 1e9:,.1f} GFLOP/s of the model's arithmetic "
+        f"({flops_per_token / 1e6:,.1f} MFLOP a target token) against {peak / 1e9:,.1f} GFLOP/s "
+        "that a large matrix product reaches here"
+    )
