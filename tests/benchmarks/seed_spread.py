@@ -247,6 +247,7 @@ def record(path: Path, jobs: int) -> dict:
     sys.path.insert(0, str(ROOT / "tests"))
     from machine import describe
 
+    commit = _commit()  # before the runs: the code they run
     work = [("3", s, d) for s, d in CHAPTER3_RUNS] + [("5", s, d) for s, d in CHAPTER5_RUNS]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {key: pool.submit(_run, *key) for key in work}
@@ -254,7 +255,7 @@ def record(path: Path, jobs: int) -> dict:
     report = {
         "what": __doc__.split("\n\n")[1].replace("\n", " "),
         "command": f"python tests/benchmarks/seed_spread.py --record {path}",
-        "commit": _commit(),
+        "commit": commit,
         "machine": describe(),
         "threads per run": 1,
         "runs at a time": jobs,
