@@ -478,6 +478,7 @@ def check_notebook(path: Path, report: Report | None = None) -> Report:
     nb = read_notebook(path)
     printed_above: list[tuple[float, int]] = []
     section: list[str] = []  # what the code cells print since the last heading: the evidence for an ordering word
+    everything: list[str] = []  # what every code cell above prints: a summary's evidence
     code_above: list[str] = []
     cells = nb.cells
     own = _own_chapter(path)
@@ -488,12 +489,15 @@ def check_notebook(path: Path, report: Report | None = None) -> Report:
         if cell.cell_type == "code":
             printed_above += printed_numbers(_output_text(cell))
             section.append(_output_text(cell))
+            everything.append(_output_text(cell))
             code_above.append(cell.source)
             continue
         if cell.cell_type != "markdown":
             continue
-        if _heading(cell.source) and not SUMMARY.match(cell.source.lstrip()):
-            section = []  # a summary restates the whole chapter: everything printed above is its evidence
+        if SUMMARY.match(cell.source.lstrip()):
+            section = list(everything)  # a summary restates the whole chapter: everything printed above is its evidence
+        elif _heading(cell.source):
+            section = []
         below: list[tuple[float, int]] = []
         below_text: list[str] = []
         for later in cells[index + 1 :]:
