@@ -225,7 +225,9 @@ ORDERING_EVIDENCE = {
     "growth": re.compile(r"\b(slope|linear|linearly|quadratic|quadratically|grows?)\b", re.IGNORECASE),
     "same": re.compile(r"\babout the same\b", re.IGNORECASE),
     "within": re.compile(r"\bwithin\b", re.IGNORECASE),
-    "extreme": re.compile(r"\b(most|least|highest|lowest|largest|smallest|best|worst|fastest|slowest)\b", re.IGNORECASE),
+    "extreme": re.compile(
+        r"\b(most|least|highest|lowest|largest|smallest|best|worst|fastest|slowest)\b", re.IGNORECASE
+    ),
 }
 
 
@@ -374,13 +376,19 @@ def check_quote(text: str, source: str, where: str, prose: str) -> str | None:
             raise FileNotFoundError(f"a quote names {source} as its source, and there is no such file")
         evidence = _outputs_text(path) if path.suffix == ".ipynb" else path.read_text(encoding="utf-8")
         word = Claim(where, text, 0.0, 0, ordering_kind(text), prose)
-        return None if ordering_supported(word, evidence) else f"{where}: quotes {text!r} from {source}, which prints no such comparison"
+        return (
+            None
+            if ordering_supported(word, evidence)
+            else f"{where}: quotes {text!r} from {source}, which prints no such comparison"
+        )
     if ":" in source and not source.endswith(":"):
         path, name = source.rsplit(":", 1)
         settings = notebook_settings(ROOT / path)
         word = _NUMBER_WORD.search(text)
         number = re.search(r"\d[\d,]*(?:\.\d+)?", text)
-        quoted = float(WORDS[word.group(1).lower()]) if word else float(number.group(0).replace(",", "")) if number else None
+        quoted = (
+            float(WORDS[word.group(1).lower()]) if word else float(number.group(0).replace(",", "")) if number else None
+        )
         if name not in settings:
             return f"{where}: quotes the setting {name} of {path}, which its code no longer assigns"
         if quoted is None or float(settings[name]) != quoted:
@@ -482,7 +490,8 @@ def check_notebook(path: Path, report: Report | None = None) -> Report:
     code_above: list[str] = []
     cells = nb.cells
     own = _own_chapter(path)
-    in_solution = False  # between solution-start and solution-end: the exercises' own prose, which argues rather than reports
+    # between solution-start and solution-end: the exercises' own prose, which argues rather than reports
+    in_solution = False
     for index, cell in enumerate(cells):
         if cell.cell_type == "markdown" and "{solution-start}" in cell.source:
             in_solution = True
@@ -529,7 +538,7 @@ def check_notebook(path: Path, report: Report | None = None) -> Report:
             else:
                 others = chapters_named(claim.sentence) - {own}
                 if others:
-                    claim.note = f"quoted from chapter {min(others)}? name it in the cell's \"quotes\""
+                    claim.note = f'quoted from chapter {min(others)}? name it in the cell\'s "quotes"'
                 report.unsupported.append(claim)
         solution = in_solution or "{solution}" in cell.source
         if "{solution-end}" in cell.source:

@@ -180,7 +180,8 @@ def measure(lengths: list[int], rounds: int, max_gb: float, max_seconds: float, 
     print(_table(lengths, {name: {n: t * 1e3 for n, t in times[name].items()} for name in names()}, "{:.1f}"))
     print("\npeak memory of one forward + backward pass (MB):")
     print(
-        _table(lengths, {name: {n: b / 2**20 for n, b in memory[name].items()} for name in names()}, "{:.1f}"), flush=True
+        _table(lengths, {name: {n: b / 2**20 for n, b in memory[name].items()} for name in names()}, "{:.1f}"),
+        flush=True,
     )
     return times, memory
 

@@ -239,7 +239,9 @@ def cpu_ratio(results: dict[str, dict]) -> float:
 def _commit() -> str:
     """The commit the runs were made at (with ``+ changes`` if the work tree differed from it)."""
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+    )
     return head + (" + changes" if dirty.stdout.strip() else "")
 
 
