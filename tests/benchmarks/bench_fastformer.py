@@ -349,9 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     global DEVICE, DTYPE
-    DEVICE, DTYPE = torch.device(args.device), getattr(torch, args.dtype)
-    if DEVICE.type == "cuda" and not torch.cuda.is_available():
+    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device is visible to PyTorch here")
+    DEVICE, DTYPE = torch.device(args.device), getattr(torch, args.dtype)
     record = Report(__file__, argv)
     torch.set_num_threads(args.threads)
     lengths = [n for n in (2**k for k in range(4, 18)) if args.min_n <= n <= args.max_n]
