@@ -123,6 +123,9 @@ class Report:
     quoted: list[Claim] = field(default_factory=list)  # figures quoted from another document, checked there
     orderings: list[Claim] = field(default_factory=list)  # words of ordering or growth, checked against outputs
     problems: list[str] = field(default_factory=list)  # stale quotes and records
+    quotes: list[str] = field(
+        default_factory=list
+    )  # every declared quote, "text <- source", each checked at its source
 
     @property
     def failures(self) -> list[str]:
@@ -520,6 +523,7 @@ def check_notebook(path: Path, report: Report | None = None) -> Report:
         quotes = {str(k): str(v) for k, v in cell.metadata.get("quotes", {}).items()}
         prose = prose_of(cell.source)
         for text, source in quotes.items():
+            report.quotes.append(f"{text} <- {source}")
             problem = check_quote(text, source, where, prose)
             if problem:
                 report.problems.append(problem)
@@ -623,6 +627,7 @@ def check_page(path: Path, report: Report | None = None) -> Report:
             declared.add(note.group("figure"))
     prose = prose_of(body)
     for quoted, source in quotes.items():
+        report.quotes.append(f"{quoted} <- {source}")
         problem = check_quote(quoted, source, where, prose)
         if problem:
             report.problems.append(problem)
@@ -657,7 +662,7 @@ def main() -> int:
         report = check_notebook(path) if path.suffix == ".ipynb" else check_page(path)
         total += len(report.failures)
         print(
-            f"{path.relative_to(ROOT)}: {len(report.checked)} figures, {len(report.quoted)} quoted from another "
+            f"{path.relative_to(ROOT)}: {len(report.checked)} figures, {len(report.quotes)} quotes of another "
             f"document, {len(report.orderings)} words of ordering or growth; {len(report.failures)} unsupported "
             f"or stale, {len(report.from_code)} settings written in the code, "
             f"{len(report.declared)} declared, {len(report.cited)} cited"
