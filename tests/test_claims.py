@@ -346,3 +346,25 @@ def test_the_book_quotes_across_documents_and_each_quote_is_checked():
     assert "57.2%" in [c.text for c in ch8.quoted]
     assert {"3.3×", "19.5×", "7,430"} <= {c.text for c in ch9.quoted}
     assert not ch8.problems and not ch9.problems
+
+
+def test_the_seed_spread_record_still_gives_the_chapters_stored_tables():
+    """The reproducibility page says the record's seed-0 float64 run gives each chapter's table: still true?"""
+    import json
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "benchmarks"))
+    import seed_spread
+
+    record = json.loads((ROOT / "book" / "results" / "seed_spread.json").read_text(encoding="utf-8"))
+    for chapter in ("3", "5"):
+        entry = record[f"chapter {chapter}"]
+        assert entry["the seed-0 float64 run prints the chapter's stored table"]
+        assert seed_spread.reproduces_chapter(chapter, entry["runs"]["seed 0, float64"]), (
+            f"chapter {chapter}'s stored table is no longer the record's seed-0 run: "
+            "python tests/benchmarks/seed_spread.py --record book/results/seed_spread.json"
+        )
+    # and a run that differs in one figure does not
+    changed = json.loads(json.dumps(record["chapter 3"]["runs"]["seed 0, float64"]))
+    changed["plain"]["by source length"]["1–8"] += 0.1
+    assert not seed_spread.reproduces_chapter("3", changed)
