@@ -218,8 +218,8 @@ APPROXIMATE = 0.15
 #: Words of ordering or growth, by kind, and what an output must print to support a word of that kind.
 ORDERING = re.compile(
     r"\b(?P<word>faster|slower|(?:fastest|slowest)(?!\s+(?:of\s+\w+\s+)?(?:runs?|rounds?)\b)|(?:grows?|growing)\s+(?:linearly|quadratically|as\s+N)|"
-    r"linearly|quadratically|linear\s+in|quadratic\s+in|about\s+the\s+same|within\s+(?:[\d.]+\s?×|a\s+factor)|"
-    r"the\s+most|the\s+least)\b"
+    r"linearly|quadratically|linear\s+in|quadratic\s+in|about\s+the\s+same|within\s+(?:[\d.]+\s?(?:×|times\b)|(?:a\s+)?factor|(?:two|three|four|five|ten)\s+times)|"
+    r"the\s+most|the\s+least)(?!\w)"
     r"(?!\s+(?:likely|probable|negative|positive|recent)\b)",  # "the most likely token" ranks, it compares no results
     re.IGNORECASE,
 )

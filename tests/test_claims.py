@@ -368,3 +368,11 @@ def test_the_seed_spread_record_still_gives_the_chapters_stored_tables():
     changed = json.loads(json.dumps(record["chapter 3"]["runs"]["seed 0, float64"]))
     changed["plain"]["by source length"]["1–8"] += 0.1
     assert not seed_spread.reproduces_chapter("3", changed)
+
+
+def test_within_a_factor_is_a_word_of_ordering_in_every_spelling():
+    from claims import orderings_in
+
+    found, _ = orderings_in("It stays within 2× of the other, within 2 times, within a factor of two.", "t")
+    assert [c.text for c in found] == ["within 2×", "within 2 times", "within a factor"]
+    assert {c.kind for c in found} == {"within"}
