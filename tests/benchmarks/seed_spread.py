@@ -6,7 +6,8 @@ This script reruns two chapters' experiments that way and records how far
 their figures move, for the page on reproducibility:
 
 - chapter 3: the plain GRU encoder-decoder and the one with attention, four
-  epochs on 4,000 generated pairs (the chapter's settings, ``CHAPTER3_SETTINGS``), test BLEU overall and by source length;
+  epochs on 4,000 generated pairs (the chapter's settings, ``CHAPTER3_SETTINGS``),
+  test BLEU overall and by source length;
   runs: seed 0 in float64 (the chapter's own run), seeds 1 and 2 in float64,
   seed 0 in float32 (one thread each, two runs at a time: about six minutes
   of CPU, three on a quiet two-core machine);
