@@ -269,11 +269,6 @@ NAMES_CHAPTER = re.compile(r"\bchapters?\s+(\d+)(?:\s*(?:,|and|or)\s*(\d+))*", r
 _NUMBER_WORD = re.compile(r"\b(" + "|".join(WORDS) + r")\b", re.IGNORECASE)
 
 
-def chapter_notebook(number: int) -> Path | None:
-    found = sorted((ROOT / "notebooks").glob(f"{number:02d}_*.ipynb"))
-    return found[0] if found else None
-
-
 def chapters_named(sentence: str) -> set[int]:
     named = set()
     for m in NAMES_CHAPTER.finditer(sentence):
