@@ -19,6 +19,32 @@ found in a printed "3.84", "75%" in "75.3%" or in "0.753", "63 M" in
 - code spans, math, links and the inside of exercise statements, which pose
   tasks rather than report results.
 
+Two more kinds of claim are held to their evidence:
+
+- **A quote from another document.** A figure or a setting taken from another
+  chapter, page or recorded run names its source: ``"quotes": {"57.2%":
+  "notebooks/03_attention.ipynb"}`` in the cell's metadata, or ``% quotes:
+  "57.2%" notebooks/03_attention.ipynb`` on a page. The quote is checked against
+  that source only: its stored outputs, the figures of a recorded run
+  (``book/results/*.json``), or, with ``path:NAME``, the setting ``NAME`` that
+  a notebook's code assigns (``"four epochs": "notebooks/03_attention.ipynb:EPOCHS"``).
+  Re-executing the source fails every stale quote of it. A figure in a sentence
+  that names another chapter and that no cell above prints must be declared so.
+  A recorded run that says which notebook's settings it ran (``"notebook"`` and
+  ``"settings"`` side by side in its JSON) fails every page or cell that quotes
+  it once that notebook assigns other settings.
+- **A word of ordering or growth** (faster, slower, grows linearly, quadratic
+  in, about the same, within N×, the most, the least): the cells above it in
+  its section, or right below it when the sentence points there, print the
+  comparison with a word of the same kind (a verdict computed from the
+  numbers, "slope", "linear", "faster"...); a chapter's summary may point at
+  anything printed above it; on a page, the sources it names do.
+  A sentence with a citation is the paper's; an exercise's statement and its
+  solution's prose pose and argue rather than report, and are not checked for
+  these words; an argument rather than a measurement is declared with its
+  reason, like a constant
+  (``"claims": {"grows linearly": "a count of multiplications, not a measurement"}``).
+
 ``python tests/claims.py`` lists every claim that no output supports, notebook
 by notebook; ``tests/test_claims.py`` fails on any.
 """
@@ -80,9 +106,11 @@ class Claim:
     decimals: int
     kind: str  # "number", "percent", "ratio", "million", "thousand"
     sentence: str
+    note: str = ""  # why it failed, where the figure alone does not say
 
     def __str__(self) -> str:
-        return f"{self.where}: {self.text!r} in “{_shorten(self.sentence)}”"
+        note = f" ({self.note})" if self.note else ""
+        return f"{self.where}: {self.text!r} in “{_shorten(self.sentence)}”{note}"
 
 
 @dataclass
@@ -92,6 +120,16 @@ class Report:
     from_code: list[Claim] = field(default_factory=list)
     declared: list[Claim] = field(default_factory=list)
     cited: list[Claim] = field(default_factory=list)
+    quoted: list[Claim] = field(default_factory=list)  # figures quoted from another document, checked there
+    orderings: list[Claim] = field(default_factory=list)  # words of ordering or growth, checked against outputs
+    problems: list[str] = field(default_factory=list)  # stale quotes and records
+    quotes: list[str] = field(
+        default_factory=list
+    )  # every declared quote, "text <- source", each checked at its source
+
+    @property
+    def failures(self) -> list[str]:
+        return [str(c) for c in self.unsupported] + self.problems
 
 
 def _shorten(text: str, limit: int = 140) -> str:
@@ -177,6 +215,196 @@ WORD_RATIO = re.compile(
 #: How far an approximate ratio in words may be from the printed one, relative.
 APPROXIMATE = 0.15
 
+#: Words of ordering or growth, by kind, and what an output must print to support a word of that kind.
+ORDERING = re.compile(
+    r"\b(?P<word>faster|slower|(?:fastest|slowest)(?!\s+(?:of\s+\w+\s+)?(?:runs?|rounds?)\b)|(?:grows?|growing)\s+(?:linearly|quadratically|as\s+N)|"
+    r"linearly|quadratically|linear\s+in|quadratic\s+in|about\s+the\s+same|within\s+(?:[\d.]+\s?(?:×|times\b)|(?:a\s+)?factor|(?:two|three|four|five|ten)\s+times)|"
+    r"the\s+most|the\s+least)(?!\w)"
+    r"(?!\s+(?:likely|probable|negative|positive|recent)\b)",  # "the most likely token" ranks, it compares no results
+    re.IGNORECASE,
+)
+ORDERING_EVIDENCE = {
+    "speed": re.compile(r"\b(faster|slower|fastest|slowest)\b", re.IGNORECASE),
+    "growth": re.compile(r"\b(slope|linear|linearly|quadratic|quadratically|grows?)\b", re.IGNORECASE),
+    "same": re.compile(r"\babout the same\b", re.IGNORECASE),
+    "within": re.compile(r"\bwithin\b", re.IGNORECASE),
+    "extreme": re.compile(
+        r"\b(most|least|highest|lowest|largest|smallest|best|worst|fastest|slowest)\b", re.IGNORECASE
+    ),
+}
+
+
+def ordering_kind(word: str) -> str:
+    word = " ".join(word.lower().split())
+    if word in ("faster", "slower", "fastest", "slowest"):
+        return "speed"
+    if word == "about the same":
+        return "same"
+    if word.startswith("within"):
+        return "within"
+    if word in ("the most", "the least"):
+        return "extreme"
+    return "growth"
+
+
+def orderings_in(markdown: str, where: str) -> tuple[list[Claim], list[Claim]]:
+    """(words of ordering or growth to check, those in a sentence with a citation) in one markdown cell."""
+    found, cited = [], []
+    for sentence in sentences(prose_of(_keep_citations(markdown))):
+        for m in ORDERING.finditer(sentence):
+            word = " ".join(m.group("word").split())
+            claim = Claim(where, word, 0.0, 0, ordering_kind(word), sentence.replace("\x00CITE", "{cite}"))
+            (cited if "\x00CITE" in sentence else found).append(claim)
+    return found, cited
+
+
+def ordering_supported(claim: Claim, evidence: str) -> bool:
+    return bool(ORDERING_EVIDENCE[claim.kind].search(evidence))
+
+
+# --- quotes of other documents ---------------------------------------------------------------
+
+#: "chapter 3", "chapter 3's", "chapters 3 and 5": a sentence that names another chapter.
+NAMES_CHAPTER = re.compile(r"\bchapters?\s+(\d+)(?:\s*(?:,|and|or)\s*(\d+))*", re.IGNORECASE)
+_NUMBER_WORD = re.compile(r"\b(" + "|".join(WORDS) + r")\b", re.IGNORECASE)
+
+
+def chapters_named(sentence: str) -> set[int]:
+    named = set()
+    for m in NAMES_CHAPTER.finditer(sentence):
+        named |= {int(n) for n in re.findall(r"\d+", m.group(0))}
+    return named
+
+
+def notebook_settings(path: Path) -> dict[str, object]:
+    """The constants a notebook's code assigns at the top level of a cell, as they are with FULL_RUN off.
+
+    ``EPOCHS = 4``, ``N_PAIRS, MAX_LEN = (20_000, 40) if FULL_RUN else (4_000, 25)``: literals only.
+    """
+    import ast
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    def value(node):
+        if isinstance(node, ast.IfExp) and "FULL_RUN" in ast.unparse(node.test):
+            return value(node.orelse)
+        return ast.literal_eval(node)
+
+    settings: dict[str, object] = {}
+    for cell in read_notebook(path).cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(TransformerManager().transform_cell(cell.source))
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+                continue
+            target = node.targets[0]
+            try:
+                assigned = value(node.value)
+            except (ValueError, TypeError, SyntaxError):
+                continue
+            if isinstance(target, ast.Name):
+                settings[target.id] = assigned
+            elif isinstance(target, ast.Tuple) and isinstance(assigned, tuple) and len(assigned) == len(target.elts):
+                for element, v in zip(target.elts, assigned):
+                    if isinstance(element, ast.Name):
+                        settings[element.id] = v
+    return settings
+
+
+def recorded_settings(record: Path) -> list[tuple[str, dict]]:
+    """(notebook, settings) for every part of a recorded run that says which notebook's settings it ran."""
+    import json
+
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("notebook"), str) and isinstance(node.get("settings"), dict):
+                found.append((node["notebook"], node["settings"]))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(json.loads(record.read_text(encoding="utf-8")))
+    return found
+
+
+def stale_settings(record: Path) -> list[str]:
+    """What a recorded run says it ran that its notebook no longer assigns."""
+    problems = []
+    for notebook, settings in recorded_settings(record):
+        path = ROOT / notebook
+        if not path.is_file():
+            problems.append(f"{record.relative_to(ROOT)} measured {notebook}, which no longer exists")
+            continue
+        now = notebook_settings(path)
+        for name, then in settings.items():
+            if now.get(name) != then:
+                problems.append(
+                    f"{record.relative_to(ROOT)} measured {notebook} with {name} = {then!r}; "
+                    f"the notebook now assigns {now.get(name, 'nothing')!r}: run the record's command again"
+                )
+    return problems
+
+
+def source_numbers(source: str) -> list[tuple[float, int]]:
+    """The figures a quote may be checked against: a notebook's stored outputs, a record's or page's text."""
+    path = ROOT / source
+    if not path.is_file():
+        raise FileNotFoundError(f"a quote names {source} as its source, and there is no such file")
+    if path.suffix == ".ipynb":
+        return _outputs_of(path)
+    return printed_numbers(path.read_text(encoding="utf-8"))
+
+
+def check_quote(text: str, source: str, where: str, prose: str) -> str | None:
+    """None if the quoted figure is what its source prints (or the setting it assigns); else why not."""
+    flat = " ".join(prose.split())
+    if text not in flat:
+        return f"{where}: declares a quote {text!r} of {source} that its text no longer contains"
+    if ORDERING.fullmatch(text):  # a word of ordering quoted from another document: its source prints it
+        path = ROOT / source
+        if not path.is_file():
+            raise FileNotFoundError(f"a quote names {source} as its source, and there is no such file")
+        evidence = _outputs_text(path) if path.suffix == ".ipynb" else path.read_text(encoding="utf-8")
+        word = Claim(where, text, 0.0, 0, ordering_kind(text), prose)
+        return (
+            None
+            if ordering_supported(word, evidence)
+            else f"{where}: quotes {text!r} from {source}, which prints no such comparison"
+        )
+    if ":" in source and not source.endswith(":"):
+        path, name = source.rsplit(":", 1)
+        settings = notebook_settings(ROOT / path)
+        word = _NUMBER_WORD.search(text)
+        number = re.search(r"\d[\d,]*(?:\.\d+)?", text)
+        quoted = (
+            float(WORDS[word.group(1).lower()]) if word else float(number.group(0).replace(",", "")) if number else None
+        )
+        if name not in settings:
+            return f"{where}: quotes the setting {name} of {path}, which its code no longer assigns"
+        if quoted is None or float(settings[name]) != quoted:
+            return f"{where}: quotes {text!r} as {path}'s {name}, which its code now sets to {settings[name]!r}"
+        return None
+    found, _ = claims_in(text, where)
+    if not found:
+        return f"{where}: declares a quote {text!r} of {source} with no figure in it"
+    numbers = source_numbers(source)
+    for claim in found:
+        if not supports(claim, numbers):
+            return f"{where}: quotes {text!r} from {source}, which no longer prints it (re-executed since?)"
+    if source.endswith(".json"):
+        problems = stale_settings(ROOT / source)
+        if problems:
+            return f"{where}: quotes {text!r} from a stale record: " + "; ".join(problems)
+    return None
+
 
 def _parts(m: re.Match) -> list[str]:
     parts = [m.group("num")]
@@ -240,37 +468,95 @@ def _points_below(sentence: str) -> bool:
     return bool(re.search(r"\b(below|following|next cell|this cell|the cell that follows)\b", sentence, re.IGNORECASE))
 
 
+SUMMARY = re.compile(r"#+\s*Summary\b", re.IGNORECASE)
+
+
+def _heading(markdown: str) -> bool:
+    return markdown.lstrip().startswith("#")
+
+
+def _own_chapter(path: Path) -> int | None:
+    return int(path.name[:2]) if path.name[:2].isdigit() else None
+
+
 def check_notebook(path: Path, report: Report | None = None) -> Report:
     report = report or Report()
     nb = read_notebook(path)
     printed_above: list[tuple[float, int]] = []
+    section: list[str] = []  # what the code cells print since the last heading: the evidence for an ordering word
+    everything: list[str] = []  # what every code cell above prints: a summary's evidence
     code_above: list[str] = []
     cells = nb.cells
+    own = _own_chapter(path)
+    # between solution-start and solution-end: the exercises' own prose, which argues rather than reports
+    in_solution = False
     for index, cell in enumerate(cells):
+        if cell.cell_type == "markdown" and "{solution-start}" in cell.source:
+            in_solution = True
         if cell.cell_type == "code":
             printed_above += printed_numbers(_output_text(cell))
+            section.append(_output_text(cell))
+            everything.append(_output_text(cell))
             code_above.append(cell.source)
             continue
         if cell.cell_type != "markdown":
             continue
+        if SUMMARY.match(cell.source.lstrip()):
+            section = list(everything)  # a summary restates the whole chapter: everything printed above is its evidence
+        elif _heading(cell.source):
+            section = []
         below: list[tuple[float, int]] = []
+        below_text: list[str] = []
         for later in cells[index + 1 :]:
-            if later.cell_type == "markdown" and below:
+            if later.cell_type == "markdown" and below_text:
                 break
             if later.cell_type == "code":
                 below += printed_numbers(_output_text(later))
+                below_text.append(_output_text(later))
+        where = f"{path.relative_to(ROOT)}, cell {index}"
         declared = {str(k) for k in cell.metadata.get("claims", {})}
-        found, cited = claims_in(cell.source, f"{path.relative_to(ROOT)}, cell {index}")
+        quotes = {str(k): str(v) for k, v in cell.metadata.get("quotes", {}).items()}
+        prose = prose_of(cell.source)
+        for text, source in quotes.items():
+            report.quotes.append(f"{text} <- {source}")
+            problem = check_quote(text, source, where, prose)
+            if problem:
+                report.problems.append(problem)
+        found, cited = claims_in(cell.source, where)
         report.cited += cited
         for claim in found:
             report.checked.append(claim)
-            if claim.text in declared or claim.text.rstrip("%×M").strip() in declared:
+            if claim.text in quotes:
+                report.quoted.append(claim)
+            elif claim.text in declared or claim.text.rstrip("%×M").strip() in declared:
                 report.declared.append(claim)
             elif supports(claim, printed_above) or (_points_below(claim.sentence) and supports(claim, below)):
                 continue
             elif any(_verbatim_in_code(claim, source) for source in code_above):
                 report.from_code.append(claim)
             else:
+                others = chapters_named(claim.sentence) - {own}
+                if others:
+                    claim.note = f'quoted from chapter {min(others)}? name it in the cell\'s "quotes"'
+                report.unsupported.append(claim)
+        solution = in_solution or "{solution}" in cell.source
+        if "{solution-end}" in cell.source:
+            in_solution = False
+        words, cited_words = ([], []) if solution else orderings_in(cell.source, where)
+        report.cited += cited_words
+        lowered = {d.lower() for d in declared}
+        for claim in words:
+            report.orderings.append(claim)
+            if claim.text in quotes:
+                report.quoted.append(claim)
+            elif claim.text.lower() in lowered:
+                report.declared.append(claim)
+            elif ordering_supported(claim, "\n".join(section)) or (
+                _points_below(claim.sentence) and ordering_supported(claim, "\n".join(below_text))
+            ):
+                continue
+            else:
+                claim.note = "no cell above in this section prints this comparison"
                 report.unsupported.append(claim)
     return report
 
@@ -284,28 +570,38 @@ def _verbatim_in_code(claim: Claim, source: str) -> bool:
 #: A page's own lines about its figures, MyST comments that the book does not show:
 #:   % claims: results book/results/portability.json    (figures recorded by a script's run, with its machine)
 #:   % claims: results notebooks/03_attention.ipynb      (figures a chapter prints)
-#:   % claims: "0.98" Adam's beta2 in the paper's recipe   (a constant, with the reason)
-PAGE_NOTE = re.compile(r"^% claims: (?:results (?P<results>\S+)|\"(?P<figure>[^\"]+)\" (?P<reason>.+))$", re.MULTILINE)
+#:   % claims: "0.98" Adam's beta2 in the paper's recipe   (a constant, or an argument's word, with the reason)
+#:   % quotes: "17.9" notebooks/03_attention.ipynb         (one figure quoted from one source, checked there only)
+PAGE_NOTE = re.compile(
+    r"^% (?:claims: (?:results (?P<results>\S+)|\"(?P<figure>[^\"]+)\" (?P<reason>.+))"
+    r"|quotes: \"(?P<quote>[^\"]+)\" (?P<source>\S+))$",
+    re.MULTILINE,
+)
 
 
 def _outputs_of(notebook: Path) -> list[tuple[float, int]]:
-    numbers = []
-    for cell in read_notebook(notebook).cells:
-        if cell.cell_type == "code":
-            numbers += printed_numbers(_output_text(cell))
-    return numbers
+    return printed_numbers(_outputs_text(notebook))
+
+
+def _outputs_text(notebook: Path) -> str:
+    return "\n".join(_output_text(cell) for cell in read_notebook(notebook).cells if cell.cell_type == "code")
 
 
 def check_page(path: Path, report: Report | None = None) -> Report:
     """A book page's figures: printed by a notebook or recorded in a results file that the page names, or declared.
 
     The sources are named, not searched for: among all the outputs of the book, almost any figure turns up
-    somewhere by chance.
+    somewhere by chance. A figure quoted with ``% quotes:`` is checked against its one source; a recorded run
+    that the page names must still describe the settings of the notebook it ran.
     """
     report = report or Report()
     text = path.read_text(encoding="utf-8")
+    where = str(path.relative_to(ROOT))
     declared: set[str] = set()
+    quotes: dict[str, str] = {}
     recorded: list[tuple[float, int]] = []
+    evidence: list[str] = []
+    body = PAGE_NOTE.sub(" ", text)
     for note in PAGE_NOTE.finditer(text):
         if note.group("results"):
             results = ROOT / note.group("results")
@@ -315,17 +611,42 @@ def check_page(path: Path, report: Report | None = None) -> Report:
                 )
             if results.suffix == ".ipynb":
                 recorded += _outputs_of(results)
+                evidence.append(_outputs_text(results))
             else:
                 recorded += printed_numbers(results.read_text(encoding="utf-8"))
+                evidence.append(results.read_text(encoding="utf-8"))
+                report.problems += [f"{where}: {p}" for p in stale_settings(results)]
+        elif note.group("quote"):
+            quotes[note.group("quote")] = note.group("source")
         else:
             declared.add(note.group("figure"))
-    found, cited = claims_in(PAGE_NOTE.sub(" ", text), str(path.relative_to(ROOT)))
+    prose = prose_of(body)
+    for quoted, source in quotes.items():
+        report.quotes.append(f"{quoted} <- {source}")
+        problem = check_quote(quoted, source, where, prose)
+        if problem:
+            report.problems.append(problem)
+    found, cited = claims_in(body, where)
     report.cited += cited
     for claim in found:
         report.checked.append(claim)
-        if claim.text in declared:
+        if claim.text in quotes:
+            report.quoted.append(claim)
+        elif claim.text in declared:
             report.declared.append(claim)
         elif not supports(claim, recorded):
+            report.unsupported.append(claim)
+    words, cited_words = orderings_in(body, where)
+    report.cited += cited_words
+    lowered = {d.lower() for d in declared}
+    for claim in words:
+        report.orderings.append(claim)
+        if claim.text in quotes:
+            report.quoted.append(claim)
+        elif claim.text.lower() in lowered:
+            report.declared.append(claim)
+        elif not ordering_supported(claim, "\n".join(evidence)):
+            claim.note = "no source the page names prints this comparison"
             report.unsupported.append(claim)
     return report
 
@@ -334,14 +655,15 @@ def main() -> int:
     total = 0
     for path in NOTEBOOKS + PAGES:
         report = check_notebook(path) if path.suffix == ".ipynb" else check_page(path)
-        total += len(report.unsupported)
+        total += len(report.failures)
         print(
-            f"{path.relative_to(ROOT)}: {len(report.checked)} claims, {len(report.unsupported)} unsupported, "
-            f"{len(report.from_code)} settings written in the code, "
+            f"{path.relative_to(ROOT)}: {len(report.checked)} figures, {len(report.quotes)} quotes of another "
+            f"document, {len(report.orderings)} words of ordering or growth; {len(report.failures)} unsupported "
+            f"or stale, {len(report.from_code)} settings written in the code, "
             f"{len(report.declared)} declared, {len(report.cited)} cited"
         )
-        for claim in report.unsupported:
-            print(f"    {claim}")
+        for failure in report.failures:
+            print(f"    {failure}")
     return 1 if total else 0
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attnbook.masks import causal_mask
-from attnbook.notebook import setup, show_source, source_of
+from attnbook.notebook import setup, show_source, source_of, timing_machine
 
 
 def test_setup_makes_random_draws_repeatable():
@@ -69,3 +69,18 @@ def test_setup_leaves_the_cpu_kernels_to_pytorch():
     )
     assert result.stdout.strip() == "[]"
     assert not result.stderr
+
+
+def test_a_timing_names_its_machine_and_flags_a_busy_one(monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (5.0, 4.0, 3.0), raising=False)
+    busy = timing_machine(threads=1)
+    assert busy.startswith("measured on: ") and ", 1 thread;" in busy
+    assert "load average 5.0 on 2 logical CPUs" in busy and "busy machine" in busy
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.4, 0.3, 0.2), raising=False)
+    quiet = timing_machine(threads=2)
+    assert ", 2 threads;" in quiet and "busy" not in quiet
+    name = quiet.removeprefix("measured on: ").split(",")[0]
+    assert name.strip(), quiet

@@ -37,6 +37,7 @@ __all__ = [
     "LossFigure",
     "STRICT_WARNINGS",
     "strict_deprecations",
+    "timing_machine",
 ]
 
 #: Threads used everywhere unless asked otherwise: Colab's free tier and CI have 2 cores.
@@ -160,6 +161,38 @@ class Setup:
     def __repr__(self) -> str:
         where = "Colab" if self.colab else "local"
         return f"attnbook setup: seed={self.seed}, threads={self.threads}, device={self.device}, running {where}"
+
+
+def _processor_name() -> str:
+    """The CPU's model name where the system tells it (Linux's /proc/cpuinfo), else what Python knows."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine() or "an unnamed processor"
+
+
+def timing_machine(threads: int | None = None) -> str:
+    """The line a timing cell prints first: the kind of machine its times hold for.
+
+    The processor, the threads the timed code ran on (``threads``, or PyTorch's current
+    count) and, where the system reports it, the load average against the logical CPUs:
+    a machine busier than its CPUs inflates every time and makes ratios noisy, and the
+    line says so. A wall-clock figure holds for the kind of machine that made it; this
+    line puts that machine beside the figures in the stored output.
+    """
+    import torch
+
+    threads = torch.get_num_threads() if threads is None else threads
+    line = f"measured on: {_processor_name()}, {threads} thread{'' if threads == 1 else 's'}"
+    if hasattr(os, "getloadavg"):
+        load, cpus = os.getloadavg()[0], os.cpu_count() or 1
+        line += f"; load average {load:.1f} on {cpus} logical CPUs"
+        if load > cpus:
+            line += " (a busy machine: times inflated and noisy)"
+    return line
 
 
 def _pick_device(device: str | None) -> str:

@@ -1,14 +1,22 @@
 """Benchmark: Fastformer against softmax attention, time and peak memory against sequence length (chapter 9).
 
 One measurement is one forward and one backward pass of self-attention over a
-single sequence (batch 1) of width 256, float32, on 2 CPU threads, for:
+single sequence (batch 1) of width 256, float32, on 2 CPU threads (or, with
+``--device cuda``, on a GPU, in ``--dtype``), for:
 
 - fastformer: ``attnbook.fastformer.FastSelfAttention(256, 16)``, the authors' configuration;
 - mha:        ``attnbook.attention.MultiHeadAttention(256, 8)``, fast path (PyTorch's fused
               kernel from 192 keys on); 8 heads, its faster setting here (16 heads of width 16 are slower);
 - explicit:   the same layer with ``need_weights=True``: chapter 4's ``scaled_dot_product_attention``,
               which builds the ``N x N`` weights; run only where they fit in ``--max-gb``;
-- causal:     ``FastSelfAttention(256, 16)`` with ``causal=True`` (running poolings by prefix sums).
+- causal:     ``FastSelfAttention(256, 16)`` with ``causal=True`` (running poolings by prefix sums);
+- linformer:  ``attnbook.fastformer.LinformerSelfAttention(256, 16, k=256)``, low-rank attention: the
+              keys and values mixed into 256 rows along the length, so its cost is linear in ``N``;
+- torch_mha:  on a GPU only, ``torch.nn.MultiheadAttention(256, 16)``, PyTorch's own layer on its fused
+              kernel (the layer of the GPU run that chapter 9 quotes).
+
+On a GPU every pass is followed by ``torch.cuda.synchronize()`` before the clock
+stops, and peak memory is ``torch.cuda.max_memory_allocated`` over the pass.
 
 The measurements are interleaved: every round times each contender at each
 length once, all in one shuffled order, so that a change in the machine's load
@@ -34,6 +42,10 @@ exits with status 1 when a goal is missed. Run it standalone (``make bench``
 runs every benchmark):
 
     PYTHONPATH=src python tests/benchmarks/bench_fastformer.py [--rounds 5] [--max-n 16384] [--max-gb 3]
+    PYTHONPATH=src python tests/benchmarks/bench_fastformer.py --device cuda --dtype bfloat16 --min-n 1024 --max-n 65536
+
+The second repeats the GPU measurement recorded in
+``book/results/fastformer_gpu_h100.json`` (one H100, bfloat16).
 """
 
 from __future__ import annotations
@@ -49,39 +61,59 @@ from pathlib import Path
 import torch
 
 from attnbook.attention import MultiHeadAttention
-from attnbook.fastformer import FastSelfAttention
+from attnbook.fastformer import FastSelfAttention, LinformerSelfAttention
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import Report, quiet_output  # noqa: E402
 
-WIDTH, FAST_HEADS, MHA_HEADS = 256, 16, 8
+WIDTH, FAST_HEADS, MHA_HEADS, LINFORMER_ROWS = 256, 16, 8, 256
 SLOPE_FROM, SLOPE_GOAL, RATIO_AT, RATIO_GOAL, CAUSAL_GOAL = 1024, 1.1, 4096, 10.0, 2.0
-NAMES = ["fastformer", "causal", "mha", "explicit"]
+NAMES = ["fastformer", "causal", "linformer", "mha", "explicit"]
+GPU_NAMES = ["torch_mha"]  # measured only with --device cuda
+#: Where the measurement runs (main() sets them from --device and --dtype).
+DEVICE, DTYPE = torch.device("cpu"), torch.float32
 
 
-def contenders(seed: int = 0) -> dict:
+def contenders(seed: int = 0, max_len: int = 16384) -> dict:
     torch.manual_seed(seed)
-    fast = FastSelfAttention(WIDTH, FAST_HEADS)
-    mha = MultiHeadAttention(WIDTH, MHA_HEADS)
-    return {
+    fast = FastSelfAttention(WIDTH, FAST_HEADS).to(DEVICE, DTYPE)
+    mha = MultiHeadAttention(WIDTH, MHA_HEADS).to(DEVICE, DTYPE)
+    linformer = LinformerSelfAttention(WIDTH, FAST_HEADS, max_len=max_len, k=LINFORMER_ROWS).to(DEVICE, DTYPE)
+    runs = {
         "fastformer": (fast, lambda x: fast(x)),
         "mha": (mha, lambda x: mha(x, x, x)),
         "explicit": (mha, lambda x: mha(x, x, x, need_weights=True)[0]),
         "causal": (fast, lambda x: fast(x, causal=True)),
+        "linformer": (linformer, lambda x: linformer(x)),
     }
+    if DEVICE.type == "cuda":
+        torch_mha = torch.nn.MultiheadAttention(WIDTH, FAST_HEADS, batch_first=True).to(DEVICE, DTYPE)
+        runs["torch_mha"] = (torch_mha, lambda x: torch_mha(x, x, x, need_weights=False)[0])
+    return runs
+
+
+def names() -> list[str]:
+    return NAMES + (GPU_NAMES if DEVICE.type == "cuda" else [])
+
+
+def _synchronize() -> None:
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize(DEVICE)
 
 
 def explicit_bytes(n: int) -> int:
     """What explicit attention holds at its peak, about: scores, weights and two gradients of (heads, N, N) floats."""
-    return 4 * MHA_HEADS * n * n * 4
+    return 4 * MHA_HEADS * n * n * torch.finfo(DTYPE).bits // 8
 
 
 def time_once(module, run, x: torch.Tensor, grad: torch.Tensor) -> float:
     module.zero_grad(set_to_none=True)
     x.grad = None
+    _synchronize()
     start = time.perf_counter()
     run(x).backward(grad)
+    _synchronize()
     return time.perf_counter() - start
 
 
@@ -91,6 +123,13 @@ def peak_bytes(module, run, x: torch.Tensor, grad: torch.Tensor) -> int:
 
     module.zero_grad(set_to_none=True)
     x.grad = None
+    if DEVICE.type == "cuda":
+        _synchronize()
+        torch.cuda.reset_peak_memory_stats(DEVICE)
+        before = torch.cuda.memory_allocated(DEVICE)
+        run(x).backward(grad)
+        _synchronize()
+        return torch.cuda.max_memory_allocated(DEVICE) - before
     with quiet_output(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         run(x).backward(grad)
     events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
@@ -110,13 +149,10 @@ def measure(lengths: list[int], rounds: int, max_gb: float, max_seconds: float, 
     (contender, length) once, all in one shuffled order, so that a change in the machine's load
     hits every contender *and every length* alike: the slopes compare like with like.
     """
-    runs = contenders(seed)
-    inputs = {}
-    for n in lengths:
-        g = torch.Generator().manual_seed(seed + n)
-        inputs[n] = (torch.randn(1, n, WIDTH, generator=g).requires_grad_(), torch.randn(1, n, WIDTH, generator=g))
+    runs = contenders(seed, max_len=max(lengths))
+    inputs = {n: _inputs(n, seed) for n in lengths}
     plan: list[tuple[str, int]] = []
-    for name in NAMES:
+    for name in names():
         for n in lengths:
             if name == "explicit" and explicit_bytes(n) > max_gb * 2**30:
                 print(
@@ -135,16 +171,17 @@ def measure(lengths: list[int], rounds: int, max_gb: float, max_seconds: float, 
         shuffle.shuffle(plan)
         for name, n in plan:
             samples[name, n].append(time_once(*runs[name], *inputs[n]))
-    times: dict[str, dict[int, float]] = {name: {} for name in NAMES}
-    memory: dict[str, dict[int, int]] = {name: {} for name in NAMES}
+    times: dict[str, dict[int, float]] = {name: {} for name in names()}
+    memory: dict[str, dict[int, int]] = {name: {} for name in names()}
     for (name, n), values in sorted(samples.items(), key=lambda item: item[0][1]):
         times[name][n] = statistics.median(values)
         memory[name][n] = peak_bytes(*runs[name], *inputs[n])
     print(f"\nforward + backward, median of {rounds} interleaved rounds (ms):")
-    print(_table(lengths, {name: {n: t * 1e3 for n, t in times[name].items()} for name in NAMES}, "{:.1f}"))
+    print(_table(lengths, {name: {n: t * 1e3 for n, t in times[name].items()} for name in names()}, "{:.1f}"))
     print("\npeak memory of one forward + backward pass (MB):")
     print(
-        _table(lengths, {name: {n: b / 2**20 for n, b in memory[name].items()} for name in NAMES}, "{:.1f}"), flush=True
+        _table(lengths, {name: {n: b / 2**20 for n, b in memory[name].items()} for name in names()}, "{:.1f}"),
+        flush=True,
     )
     return times, memory
 
@@ -159,11 +196,10 @@ def paired_causal_ratios(lengths: list[int], rounds: int, seed: int = 0) -> dict
     pair about equally, which a ratio of medians taken minutes apart does not
     promise.
     """
-    runs = contenders(seed)
+    runs = contenders(seed, max_len=max(lengths))
     ratios = {}
     for n in lengths:
-        g = torch.Generator().manual_seed(seed + n)
-        x, grad = torch.randn(1, n, WIDTH, generator=g).requires_grad_(), torch.randn(1, n, WIDTH, generator=g)
+        x, grad = _inputs(n, seed)
         for name in ("fastformer", "causal"):  # warm-up
             time_once(*runs[name], x, grad)
         per_round = []
@@ -175,6 +211,13 @@ def paired_causal_ratios(lengths: list[int], rounds: int, seed: int = 0) -> dict
             per_round.append((c1 + c2) / (b1 + b2))
         ratios[n] = statistics.median(per_round)
     return ratios
+
+
+def _inputs(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The input (which needs its gradient) and the output gradient of one pass at length ``n``."""
+    g = torch.Generator().manual_seed(seed + n)
+    x, grad = torch.randn(1, n, WIDTH, generator=g), torch.randn(1, n, WIDTH, generator=g)
+    return x.to(DEVICE, DTYPE).requires_grad_(), grad.to(DEVICE, DTYPE)
 
 
 def _table(lengths: list[int], columns: dict[str, dict[int, float]], fmt: str) -> str:
@@ -220,26 +263,27 @@ def report(times: dict, memory: dict, paired: dict[int, float], record: Report) 
     lengths = sorted(fast)
     ratios = {
         f"{name} / fastformer": {n: times[name][n] / fast[n] for n in lengths if n in times[name]}
-        for name in ("causal", "mha", "explicit")
+        for name in names()
+        if name != "fastformer"
     }
     print("\nratios of medians (time of each / time of the bidirectional Fastformer):")
     print(_table(lengths, ratios, "{:.2f}"))
     print(f"\nslopes of log(time) and log(peak memory) against log(N), from N={SLOPE_FROM}:")
-    slopes = {name: slope(times[name]) for name in NAMES}
-    mem_slopes = {name: slope({n: float(b) for n, b in memory[name].items() if b > 0}) for name in NAMES}
-    for name in NAMES:
+    slopes = {name: slope(times[name]) for name in names()}
+    mem_slopes = {name: slope({n: float(b) for n, b in memory[name].items() if b > 0}) for name in names()}
+    for name in names():
         span = [n for n in times[name] if n >= SLOPE_FROM]
         if span:
             print(
                 f"  {name:<11} time {slopes[name]:5.2f}   peak memory "
                 f"{mem_slopes[name]:5.2f}   (N={min(span)}..{max(span)})"
             )
-    crossings = {name: crossover(fast, times[name]) for name in ("mha", "explicit")}
+    crossings = {name: crossover(fast, times[name]) for name in names() if name not in ("fastformer", "causal")}
     print("\ncrossover (Fastformer becomes the faster one):")
     for name, where in crossings.items():
         print(f"  against {name:<9} {where}")
-    record.figure("median_ms", {name: {n: round(t * 1e3, 2) for n, t in times[name].items()} for name in NAMES})
-    record.figure("peak_mb", {name: {n: round(b / 2**20, 1) for n, b in memory[name].items()} for name in NAMES})
+    record.figure("median_ms", {name: {n: round(t * 1e3, 2) for n, t in times[name].items()} for name in names()})
+    record.figure("peak_mb", {name: {n: round(b / 2**20, 1) for n, b in memory[name].items()} for name in names()})
     record.figure("ratios", {key: {n: round(r, 2) for n, r in series.items()} for key, series in ratios.items()})
     record.figure("time_slopes", {name: round(v, 2) for name, v in slopes.items() if not math.isnan(v)})
     record.figure("memory_slopes", {name: round(v, 2) for name, v in mem_slopes.items() if not math.isnan(v)})
@@ -294,18 +338,30 @@ def main(argv: list[str] | None = None) -> int:
         "--max-seconds", type=float, default=20.0, help="stop a contender after a length where one pass took longer"
     )
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda: where the passes run")
+    parser.add_argument(
+        "--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="the precision (default float32)"
+    )
     parser.add_argument(
         "--only-causal",
         action="store_true",
         help="measure only causal against bidirectional Fastformer, side by side (a few minutes)",
     )
     args = parser.parse_args(argv)
+    global DEVICE, DTYPE
+    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device is visible to PyTorch here")
+    DEVICE, DTYPE = torch.device(args.device), getattr(torch, args.dtype)
     record = Report(__file__, argv)
     torch.set_num_threads(args.threads)
-    lengths = [n for n in (2**k for k in range(4, 16)) if args.min_n <= n <= args.max_n]
+    lengths = [n for n in (2**k for k in range(4, 18)) if args.min_n <= n <= args.max_n]
+    where = torch.cuda.get_device_name(DEVICE) if DEVICE.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    record.figure("device", where)
+    record.figure("dtype", args.dtype)
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, batch 1, width {WIDTH}; "
-        f"Fastformer {FAST_HEADS} heads, MultiHeadAttention {MHA_HEADS} heads"
+        f"torch {torch.__version__}, {where}, {args.dtype}, batch 1, width {WIDTH}; "
+        f"Fastformer {FAST_HEADS} heads, Linformer {FAST_HEADS} heads and k={LINFORMER_ROWS}, "
+        f"MultiHeadAttention {MHA_HEADS} heads"
     )
     if args.only_causal:
         record.figure("rounds", args.rounds)
