@@ -315,12 +315,14 @@ class _StepChecker(Checker):
     whether the state grew with the length (a recurrent layer's must not).
     """
 
-    def _run(self, fn, case):
+    def _run(self, fn, case, record=None):
         layer, x = copy.deepcopy(case.args)
         state, outputs, sizes = None, [], []
         with torch.no_grad():
             for t in range(x.shape[1]):
-                result = fn(layer, x[:, t], state)
+                x_t = x[:, t]
+                with self._watch(record):
+                    result = fn(layer, x_t, state)
                 if result is None:
                     return None
                 if not isinstance(result, tuple) or len(result) != 2:
