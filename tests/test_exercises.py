@@ -143,7 +143,23 @@ def test_messages_show_a_few_significant_digits_not_float32_last_bits():
     assert "expected 0.5, got 0.25" in compare(numpy.array([0.5]), numpy.array([0.25]))
 
 
-FORBIDDING = sorted(name for name, checker in CHECKERS.items() if checker.forbidden)
+FORBIDDING = sorted(name for name, checker in CHECKERS.items() if any(checker.forbidden.values()))
+LOOP_FREE = sorted(name for name, checker in CHECKERS.items() if checker.loop_free)
+
+
+@pytest.mark.parametrize("name", LOOP_FREE)
+def test_checker_refuses_a_right_answer_computed_with_a_python_loop(name):
+    from attnbook.exercises import LOOP_MISTAKE
+
+    checker = CHECKERS[name]
+    assert checker.looped is not None, f"{name}: plant a right answer that loops"
+    for case in checker.cases:  # the planted loop is right: only the loop is wrong with it
+        assert compare(checker._run(checker.reference, case), checker._run(checker.looped, case)) is None
+    result = checker(checker.looped)
+    assert not result and result.mistake == LOOP_MISTAKE, result.message
+    assert "Python loop" in result.message and "for 4" in result.message and "for 12" in result.message
+    few, many = checker.steps(checker.reference, 4), checker.steps(checker.reference, 12)
+    assert sum(many) <= sum(few) + 2, (few, many)  # the reference's work does not grow
 
 
 @pytest.mark.parametrize("name", FORBIDDING)
@@ -152,8 +168,9 @@ def test_checker_rejects_the_packaged_answer_with_a_clear_message(name):
     from attnbook.exercises import LIBRARY_MISTAKE
 
     checker = CHECKERS[name]
-    for dotted, answer in checker.forbidden.items():
-        assert answer is not None, f"{name}: plant a function that answers with {dotted}"
+    planted = {dotted: answer for dotted, answer in checker.forbidden.items() if answer is not None}
+    assert planted, f"{name}: plant at least one function that answers with a refused name"
+    for dotted, answer in planted.items():  # the names without a planted answer: tests/test_exercises_cheating.py
         for case in checker.cases:  # unblocked, the planted call answers every case: it is the packaged answer
             problem = compare(
                 checker._run(checker.reference, case), checker._run(answer, case), checker.atol, checker.rtol

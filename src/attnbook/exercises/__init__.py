@@ -42,6 +42,10 @@ __all__ = [
     "Record",
     "watch",
     "LOOP_MISTAKE",
+    "FUSED_ATTENTION",
+    "CROSS_ENTROPY",
+    "NO_MODEL",
+    "refusing",
     "format_number",
     "format_pair",
     "registry",
@@ -345,6 +349,45 @@ def _op_name(func) -> str | None:
     return f"aten::{name}" if isinstance(name, str) else None
 
 
+#: PyTorch's fused attention, whatever the entry point (``F.*``, ``torch._C._nn.*``, ``torch.ops.aten.*``, the
+#: kernels it picks), its multi-head modules, the library's attention, and d2l's: refused where attention is the answer.
+FUSED_ATTENTION = (
+    "torch.nn.functional.scaled_dot_product_attention",
+    "torch.ops.aten._scaled_dot_product_attention_math",
+    "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
+    "torch.ops.aten._scaled_dot_product_flash_attention",
+    "torch.ops.aten._scaled_dot_product_efficient_attention",
+    "torch.ops.aten._scaled_dot_product_cudnn_attention",
+    "torch.nn.functional.multi_head_attention_forward",
+    "torch.ops.aten._native_multi_head_attention",
+    "torch.nn.MultiheadAttention",
+    "attnbook.attention.scaled_dot_product_attention",
+    "attnbook.attention.DotProductAttention",
+    "attnbook.attention.MultiHeadAttention",
+    "d2l.*",
+)
+
+#: The cross-entropy and negative log-likelihood losses of PyTorch, under every name, and the library's.
+CROSS_ENTROPY = (
+    "torch.nn.functional.cross_entropy",
+    "torch.ops.aten.cross_entropy_loss",
+    "torch.nn.functional.nll_loss",
+    "torch.ops.aten.nll_loss_nd",
+    "torch.ops.aten.nll_loss",
+    "torch.ops.aten.nll_loss_forward",
+    "torch.ops.aten.nll_loss2d_forward",
+    "torch.nn.CrossEntropyLoss",
+    "torch.nn.NLLLoss",
+    "attnbook.train.sequence_loss",
+    "attnbook.train.fused_sequence_loss",
+    "attnbook.train.smoothed_targets",
+    "d2l.*",
+)
+
+#: For an exercise whose answer is a formula (a count): building any module, or letting PyTorch count, is refused.
+NO_MODEL = ("torch.nn.Module.__init__", "torch.utils.flop_counter.*", "d2l.*")
+
+
 class Refusals:
     """What a checker refuses, by identity: code objects, ATen operators, and whole packages (by folder).
 
@@ -365,6 +408,11 @@ class Refusals:
                 if folder is not None:
                     self.folders.append((folder, dotted[:-2]))
                 continue
+            if dotted.startswith("torch.ops.aten."):  # an operator this PyTorch may not have (they come and go)
+                import torch
+
+                if not hasattr(torch.ops.aten, dotted.rsplit(".", 1)[1]):
+                    continue
             obj = _resolve(dotted)[2]
             functions = _functions_of(obj)
             for function in functions:
@@ -393,6 +441,18 @@ class Refusals:
                     break
         self._seen[code] = found
         return found
+
+
+def refusing(*groups, **planted) -> dict:
+    """A checker's ``forbidden``: the planted answers first (they name the refusal in messages), then the groups."""
+    forbidden: dict = {}
+    for group in groups:
+        if isinstance(group, dict):
+            forbidden.update(group)
+        else:
+            for name in (group,) if isinstance(group, str) else group:
+                forbidden.setdefault(name, None)
+    return forbidden
 
 
 def _describe_code(frame) -> str:
@@ -506,7 +566,13 @@ def watch(refusals: Refusals | None = None, count_lines: bool = False, record: R
             ours = mine.get(code)
             if ours is None:
                 name = code.co_filename
-                ours = name.startswith(exercises_folder) or not name.startswith(library)
+                ours = (
+                    name != __file__
+                    # code made at run time ("<frozen importlib...>", "<string>": imports, generated functions),
+                    # unless typed at a prompt
+                    and (not name.startswith("<") or name.startswith(("<ipython-input", "<stdin>")))
+                    and (name.startswith(exercises_folder) or not name.startswith(library))
+                )
                 mine[code] = ours
             return local if ours else None
 
@@ -549,7 +615,9 @@ class Checker:
         (``"attnbook.positional.sinusoidal_table"``, ``"torch.nn.GRUCell"``,
         ``"torch.ops.aten._log_softmax"``, ``"d2l.*"`` for a whole package), each
         mapped to a function that answers the exercise by calling it (the
-        planted mistake the tests try) or to ``None``. They are refused by
+        planted mistake the tests try) or to ``None``. ``refuses`` adds more
+        names (or groups of names, such as :data:`FUSED_ATTENTION`) without a
+        planted answer; the cheating learner's test tries them. They are refused by
         identity (see :class:`Refusals` and :func:`watch`): however the learner's
         function reaches one, the checker reports :data:`LIBRARY_MISTAKE` and
         names what was called.
@@ -575,6 +643,7 @@ class Checker:
         atol: float = 1e-5,
         rtol: float = 1e-4,
         forbidden: dict[str, Callable | None] | None = None,
+        refuses: tuple = (),
         loop_free: tuple[str, Callable[[int], Case]] | None = None,
         looped: Callable | None = None,
         requirements: list[Callable] | None = None,
@@ -587,7 +656,7 @@ class Checker:
         self.mistakes = list(mistakes)
         self.atol = atol
         self.rtol = rtol
-        self.forbidden = dict(forbidden or {})
+        self.forbidden = refusing(forbidden or {}, *refuses)
         self.refusals = Refusals(self.forbidden)  # fails at import time on a misspelt name
         self.loop_free = loop_free
         self.looped = looped
@@ -710,7 +779,9 @@ class Checker:
             found = requirement(fn)
             if found is not None:
                 mistake, message = found
-                return CheckResult(False, f"✗ {self.name}: {message}\n  This is the mistake '{mistake}'.", None, mistake)
+                return CheckResult(
+                    False, f"✗ {self.name}: {message}\n  This is the mistake '{mistake}'.", None, mistake
+                )
         return CheckResult(True, f"✓ {self.name}: all {len(self.cases)} cases pass.")
 
     def _not_attempted(self, why: str, case: str) -> CheckResult:

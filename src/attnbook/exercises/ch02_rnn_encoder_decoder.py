@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..train import sequence_loss
-from . import Case, Checker, Mistake
+from . import CROSS_ENTROPY, Case, Checker, Mistake
 
 __all__ = ["check_sentence_log_probs", "check_gru_step", "check_last_real_state", "check_trim_after_eos"]
 
@@ -90,6 +90,7 @@ check_sentence_log_probs = Checker(
     ],
     atol=1e-4,
     forbidden={"attnbook.train.sequence_loss": _slp_with_library},
+    refuses=CROSS_ENTROPY,
 )
 
 
@@ -180,6 +181,13 @@ check_gru_step = Checker(
         ),
     ],
     forbidden={"torch.nn.GRUCell": _gru_with_cell, "torch.nn.GRU": _gru_with_layer},
+    refuses=(
+        "torch.ops.aten.gru_cell",
+        "torch.ops.aten._thnn_fused_gru_cell",
+        "torch.ops.aten.gru",
+        "attnbook.rnn.*",
+        "d2l.*",
+    ),
 )
 
 
@@ -201,6 +209,17 @@ def _one_past_the_end(outputs, lengths):
 
 def _first_position(outputs, lengths):
     return outputs[:, 0]
+
+
+def _lrs_case(n):
+    return Case(
+        f"{n} sentences", (torch.randn(n, 5, 3, generator=torch.Generator().manual_seed(n)), torch.arange(n) % 5 + 1)
+    )
+
+
+def _lrs_looped(outputs, lengths):
+    """Right, but one Python step per sentence: the mistake 'a Python loop'."""
+    return torch.stack([outputs[b, lengths[b] - 1] for b in range(outputs.shape[0])])
 
 
 check_last_real_state = Checker(
@@ -231,6 +250,9 @@ check_last_real_state = Checker(
             _first_position,
         ),
     ],
+    refuses=("torch.nn.utils.rnn.*", "d2l.*"),
+    loop_free=("sentences", _lrs_case),
+    looped=_lrs_looped,
 )
 
 
@@ -260,6 +282,24 @@ def _trim_with_argmax(ids, eos_id=2, pad_id=0):
     return ids.masked_fill(positions > first[:, None], pad_id)
 
 
+def _trim_case(n):
+    ids = torch.arange(n * n).reshape(n, n) % 5 + 2  # an <eos> (2) every five tokens
+    return Case(f"{n} sentences of {n} tokens", (ids,))
+
+
+def _trim_looped(ids, eos_id=2, pad_id=0):
+    """Right, but one Python step per token: the mistake 'a Python loop'."""
+    out = ids.clone()
+    for row in out:
+        ended = False
+        for t in range(row.shape[0]):
+            if ended:
+                row[t] = pad_id
+            elif row[t] == eos_id:
+                ended = True
+    return out
+
+
 check_trim_after_eos = Checker(
     "trim_after_eos",
     reference=_trim_after_eos,
@@ -287,4 +327,7 @@ check_trim_after_eos = Checker(
             _trim_at_last_eos,
         ),
     ],
+    refuses=("attnbook.decode.cut_at_eos", "attnbook.decode.ids_to_tokens", "d2l.*"),
+    loop_free=("sentences and positions", _trim_case),
+    looped=_trim_looped,
 )
