@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from ..attention import DotProductAttention, scaled_dot_product_attention
 from ..masks import padding_mask
-from . import Case, Checker, Mistake
+from . import FUSED_ATTENTION, NO_MODEL, Case, Checker, Mistake
 
 __all__ = ["check_cross_attention", "check_local_attention", "check_unshuffle", "check_conv_layers_to_connect"]
 
@@ -111,6 +111,7 @@ check_cross_attention = Checker(
         "attnbook.attention.DotProductAttention": _cross_with_module,
         "torch.nn.functional.scaled_dot_product_attention": _cross_with_torch,
     },
+    refuses=FUSED_ATTENTION,
 )
 
 
@@ -184,6 +185,7 @@ check_local_attention = Checker(
             _local_minus_inf,
         ),
     ],
+    refuses=FUSED_ATTENTION,
 )
 
 
@@ -223,6 +225,7 @@ check_unshuffle = Checker(
             _unshuffle_features,
         ),
     ],
+    refuses=("d2l.*",),
 )
 
 
@@ -263,4 +266,5 @@ check_conv_layers_to_connect = Checker(
             _conv_n_over_k,
         ),
     ],
+    refuses=(NO_MODEL, "torch.ops.aten.convolution", "torch.ops.aten.conv1d"),
 )
