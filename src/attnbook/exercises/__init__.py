@@ -406,7 +406,7 @@ class Refusals:
             if dotted.endswith(".*"):
                 folder = _package_folder(dotted[:-2])
                 if folder is not None:
-                    self.folders.append((folder, dotted[:-2]))
+                    self.folders.append((folder, dotted))
                 continue
             if dotted.startswith("torch.ops.aten."):  # an operator this PyTorch may not have (they come and go)
                 import torch
@@ -689,11 +689,15 @@ class Checker:
 
     def _library_used(self, case: Case, hits: list[tuple[str, str]]) -> CheckResult:
         called, answer = hits[0]
-        how = f"it called `{called}`, which is `{answer}`" if called != answer else f"it called `{answer}`"
+        if answer.endswith(".*"):  # a whole package
+            why = f"it called `{called}`, from `{answer[:-2]}`. This exercise asks you to write it: nothing from "
+            why += f"`{answer[:-2]}` is a tool here"
+        else:
+            why = f"it called `{called}`, which is `{answer}`" if called != answer else f"it called `{answer}`"
+            why += f". This exercise asks you to write it: `{answer}` is the answer, not a tool"
         return CheckResult(
             False,
-            f"✗ {self.name}, case '{case.name}': {how}. This exercise asks you to write it: `{answer}` is the "
-            "answer, not a tool; write it yourself.\n"
+            f"✗ {self.name}, case '{case.name}': {why}; write it yourself.\n"
             f"  This is the mistake '{LIBRARY_MISTAKE}'.",
             case.name,
             LIBRARY_MISTAKE,

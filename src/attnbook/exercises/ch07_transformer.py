@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from . import Case, Checker, Mistake
+from . import NO_MODEL, Case, Checker, Mistake
 
 __all__ = [
     "check_encoder_layer",
@@ -154,6 +154,13 @@ check_encoder_layer = Checker(
     ],
     atol=1e-9,
     rtol=1e-7,
+    refuses=(
+        "attnbook.transformer.*",
+        "torch.nn.TransformerEncoderLayer",
+        "torch.nn.TransformerEncoder",
+        "torch.ops.aten._transformer_encoder_layer_fwd",
+        "d2l.*",
+    ),
 )
 
 
@@ -289,6 +296,7 @@ check_pre_ln_decoder_layer = Checker(
     ],
     atol=1e-9,
     rtol=1e-7,
+    refuses=("attnbook.transformer.*", "torch.nn.TransformerDecoderLayer", "torch.nn.TransformerDecoder", "d2l.*"),
 )
 
 
@@ -360,6 +368,14 @@ check_decoder_masks = Checker(
             _dm_padding_on_queries,
         ),
     ],
+    refuses=(
+        "attnbook.transformer.*",
+        "attnbook.attention.attention_mask",
+        "torch.nn.Transformer.generate_square_subsequent_mask",
+        "torch.nn.attention.bias.causal_upper_left",
+        "torch.nn.attention.bias.CausalBias",
+        "d2l.*",
+    ),
 )
 
 
@@ -444,4 +460,5 @@ check_transformer_parameter_count = Checker(
             _count_per_head,
         ),
     ],
+    refuses=(NO_MODEL, "attnbook.transformer.*", "attnbook.attention.*"),
 )

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from . import Case, Checker, Mistake
+from . import FUSED_ATTENTION, NO_MODEL, Case, Checker, Mistake
 
 __all__ = [
     "check_noam_lambda",
@@ -83,6 +83,14 @@ check_noam_lambda = Checker(
     ],
     atol=1e-12,
     rtol=1e-9,
+    refuses=(
+        "attnbook.train.noam_lr",
+        "attnbook.train.NoamSchedule",
+        "attnbook.train.LinearDecaySchedule",
+        "attnbook.train.paper_optimizer",
+        "torch.optim.lr_scheduler.*",
+        "d2l.*",
+    ),
 )
 
 
@@ -198,6 +206,13 @@ check_uniform_smoothed_loss = Checker(
     ],
     atol=1e-9,
     rtol=1e-7,
+    refuses=(
+        "attnbook.train.sequence_loss",
+        "attnbook.train.fused_sequence_loss",
+        "attnbook.train.smoothed_targets",
+        "attnbook.train._SmoothedCrossEntropy",
+        "d2l.*",
+    ),
 )
 
 
@@ -377,6 +392,7 @@ check_beam_step = Checker(
     ],
     atol=1e-9,
     rtol=1e-7,
+    refuses=("attnbook.decode.beam_search", "attnbook.decode.Hypothesis", "attnbook.decode.BeamDecoded", "d2l.*"),
 )
 
 
@@ -445,6 +461,90 @@ def _cas_case(name, B, T, S, d, h, lengths):
     return Case(name, (_randn(B, T, d), _randn(B, S, d), src_mask, *weights, h))
 
 
+def _products(fn, T):
+    """How many matrix products project the memory, and how many project the target, when ``fn`` runs on a case
+    with ``T`` target positions: every tensor is labelled with the inputs it was computed from (memory, y, the
+    weights), and the labels follow each operation."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    case = _cas_case("T positions", 2, T, 4, 4, 2, [4, 3])
+    y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, h = case.args
+    labels = {id(t): {name} for t, name in [(y, "y"), (memory, "memory"), (w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v")]}
+    kept = [y, memory, w_q, w_k, w_v]  # alive, so that no id is reused
+    counts = {"memory": 0, "target": 0}
+    products = {"mm", "addmm", "bmm", "baddbmm", "mv", "addmv", "dot"}
+
+    class Labels(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            inputs = [t for t in tree_flatten((args, kwargs or {}))[0] if isinstance(t, torch.Tensor)]
+            seen = set().union(*(labels.get(id(t), set()) for t in inputs)) if inputs else set()
+            if func._schema.name.split("::")[-1] in products:
+                if "memory" in seen and "y" not in seen and seen & {"w_k", "w_v"}:
+                    counts["memory"] += 1
+                if "y" in seen and "memory" not in seen and "w_q" in seen:
+                    counts["target"] += 1
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor):
+                    labels[id(t)] = labels.get(id(t), set()) | seen
+                    kept.append(t)
+            return out
+
+    with torch.no_grad(), Labels():
+        fn(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, h)
+    return counts
+
+
+_NO_CACHE = (
+    "the keys and values are computed again at every step. Compute them once, before the loop over the target "
+    "positions, and reuse them: that is the cache."
+)
+_ALL_AT_ONCE = (
+    "all the queries were projected at once, as in training. A decoder meets one position at a time: project "
+    "the query of position t inside the loop over t."
+)
+
+
+def _uses_its_cache(fn):
+    """The memory's keys and values are projected once, whatever the target length; the queries one at a time."""
+    few, many = _products(fn, 2), _products(fn, 6)
+    if many["memory"] > few["memory"]:
+        return (
+            "keys and values projected at every step",
+            f"the memory was projected {few['memory']} times for 2 target positions and {many['memory']} times "
+            f"for 6: {_NO_CACHE}",
+        )
+    if many["target"] <= few["target"]:
+        return (
+            "the whole target at once",
+            f"the target was projected {few['target']} times for 2 positions and {many['target']} times for 6: "
+            f"{_ALL_AT_ONCE}",
+        )
+    return None
+
+
+def _cas_no_cache(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+    """Right numbers, but the keys and values projected again at every step."""
+    outs = []
+    for t in range(y.shape[1]):
+        keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)
+        outs.append(_steps(y[:, t : t + 1], src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1])))
+    return torch.cat(outs, dim=1)
+
+
+def _cas_all_at_once(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+    """Right numbers, but every query projected at once, as in training."""
+    keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)
+    q = _split(y @ w_q + b_q, num_heads)  # (B, h, T, d_k)
+    scores = (q @ keys.transpose(-2, -1) / math.sqrt(keys.shape[-1])).masked_fill(
+        src_mask[:, None, None], float("-inf")
+    )
+    weights = torch.nan_to_num(torch.softmax(scores, dim=-1))
+    B, T, d = y.shape
+    return (weights @ values).transpose(1, 2).reshape(B, T, d)
+
+
 check_cross_attention_steps = Checker(
     "cross_attention_steps",
     reference=_cross_attention_steps,
@@ -484,7 +584,11 @@ check_cross_attention_steps = Checker(
             "each head's weights for a query sum to 1 over the source keys: softmax over the last axis.",
             _cas_softmax_over_heads,
         ),
+        Mistake("keys and values projected at every step", _NO_CACHE, _cas_no_cache),
+        Mistake("the whole target at once", _ALL_AT_ONCE, _cas_all_at_once),
     ],
     atol=1e-9,
     rtol=1e-7,
+    refuses=FUSED_ATTENTION,
+    requirements=[_uses_its_cache],
 )

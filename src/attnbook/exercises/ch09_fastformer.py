@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from . import Case, Checker, Mistake
+from . import NO_MODEL, Case, Checker, Mistake
 
 __all__ = [
     "check_global_query",
@@ -86,6 +86,7 @@ check_global_query = Checker(
     ],
     atol=1e-10,
     rtol=1e-8,
+    refuses=("attnbook.fastformer.*", "d2l.*"),
 )
 
 
@@ -205,6 +206,7 @@ check_global_key_with_padding = Checker(
     ],
     atol=1e-10,
     rtol=1e-8,
+    refuses=("attnbook.fastformer.*", "d2l.*"),
 )
 
 
@@ -251,7 +253,10 @@ def _fs_reference(layer, x_t, state):
 
 def _fs_whole_prefix(layer, x_t, state):
     seen = x_t[:, None] if state is None else torch.cat([state, x_t[:, None]], dim=1)
-    return layer(seen, causal=True)[:, -1], seen
+    inner = None
+    for t in range(seen.shape[1]):  # the whole prefix pooled again at every step
+        out, inner = _fastformer_step(layer, seen[:, t], inner)
+    return out, seen
 
 
 class _OverflowingPool:
@@ -298,14 +303,28 @@ def _fs_scale_d(layer, x_t, state):
     return _fastformer_step(layer, x_t, state, scale_by=layer.d_model)
 
 
-def _numel(state) -> int:
+def _numel(state, seen=None) -> int:
+    """How many numbers ``state`` holds, whatever holds them: tensors, numbers, containers, objects
+    (``SimpleNamespace``, dataclasses, classes with ``__slots__``), functions with closures or defaults."""
+    seen = set() if seen is None else seen
+    if id(state) in seen or state is None or isinstance(state, (str, bytes, type)):
+        return 0
+    seen.add(id(state))
     if isinstance(state, torch.Tensor):
         return state.numel()
+    if isinstance(state, (bool, int, float, complex)):
+        return 1
     if isinstance(state, dict):
-        return sum(_numel(v) for v in state.values())
-    if isinstance(state, (tuple, list)):
-        return sum(_numel(v) for v in state)
-    return 1 if isinstance(state, (int, float)) else 0
+        return sum(_numel(k, seen) + _numel(v, seen) for k, v in state.items())
+    if isinstance(state, (tuple, list, set, frozenset)) or type(state).__name__ == "deque":
+        return sum(_numel(v, seen) for v in state)
+    if callable(state) and hasattr(state, "__code__"):
+        cells = [c.cell_contents for c in (state.__closure__ or ()) if c.cell_contents is not state]
+        return _numel(cells, seen) + _numel(state.__defaults__ or (), seen)
+    total = _numel(getattr(state, "__dict__", {}), seen)
+    for name in getattr(type(state), "__slots__", ()):
+        total += _numel(getattr(state, name, None), seen)
+    return total
 
 
 class _StepChecker(Checker):
@@ -396,6 +415,7 @@ check_fastformer_step = _StepChecker(
     ],
     atol=1e-9,
     rtol=1e-8,
+    refuses=("attnbook.fastformer.*", "d2l.*"),
 )
 
 
@@ -450,6 +470,7 @@ check_fastformer_parameter_count = Checker(
             _pc_value_always,
         ),
     ],
+    refuses=(NO_MODEL, "attnbook.fastformer.*"),
 )
 
 
@@ -532,4 +553,5 @@ check_multiplications = Checker(
     ],
     atol=0,
     rtol=0,
+    refuses=(NO_MODEL, "attnbook.fastformer.*"),
 )
