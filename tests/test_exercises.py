@@ -212,7 +212,10 @@ def test_watch_sees_a_refused_answer_however_it_is_reached_and_patches_nothing()
         "alias": (lambda: alias(torch.tensor([1]), 2), "attnbook.masks.padding_mask"),
         "module": (lambda: attnbook.masks.padding_mask(torch.tensor([1]), 2), "attnbook.masks.padding_mask"),
         "default argument": (lambda: default_argument(torch.tensor([1])), "attnbook.masks.padding_mask"),
-        "partial": (lambda: functools.partial(padding_mask, max_len=2)(torch.tensor([1])), "attnbook.masks.padding_mask"),
+        "partial": (
+            lambda: functools.partial(padding_mask, max_len=2)(torch.tensor([1])),
+            "attnbook.masks.padding_mask",
+        ),
         "method": (lambda: x.exp(), "torch.Tensor.exp"),
         "function": (lambda: torch.exp(x), "torch.Tensor.exp"),
         "aten": (lambda: torch.ops.aten.exp.default(x), "torch.Tensor.exp"),
@@ -255,8 +258,8 @@ def test_a_forbidden_call_is_reported_even_when_the_learner_catches_it():
 
     result = checker(sneaky)
     assert not result and result.mistake == LIBRARY_MISTAKE, result.message
-    assert "it called `torch.exp`" in result.message or "it called `torch._C._VariableFunctions.exp`" in result.message, (
-        result.message
-    )
+    assert (
+        "it called `torch.exp`" in result.message or "it called `torch._C._VariableFunctions.exp`" in result.message
+    ), result.message
     assert checker(lambda x: _halve(math.e**x)).passed  # the same numbers through another operator pass
     assert not checker(lambda x: _halve(x.exp()))  # the method is the same operator as torch.exp

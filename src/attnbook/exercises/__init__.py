@@ -456,6 +456,9 @@ def refusing(*groups, **planted) -> dict:
 
 
 def _describe_code(frame) -> str:
+    if frame.f_code.co_name == "__init__" and "self" in frame.f_code.co_varnames[:1]:  # a class being built
+        cls = type(frame.f_locals.get("self"))
+        return f"{cls.__module__}.{cls.__qualname__}"
     module = frame.f_globals.get("__name__", "")
     qualname = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
     return f"{module}.{qualname}" if module and module != "__main__" else qualname
@@ -546,7 +549,7 @@ def watch(refusals: Refusals | None = None, count_lines: bool = False, record: R
     lookup = refusals.code
 
     def profile(frame, event, arg):
-        if event == "call":
+        if event == "call" and frame.f_code.co_name != "<module>":  # a module being imported is not a call of it
             answer = lookup(frame.f_code)
             if answer is not None:
                 record.hit(_describe_code(frame), answer)
@@ -689,7 +692,10 @@ class Checker:
 
     def _library_used(self, case: Case, hits: list[tuple[str, str]]) -> CheckResult:
         called, answer = hits[0]
-        if answer.endswith(".*"):  # a whole package
+        if answer == "torch.nn.Module.__init__":
+            why = f"it built a PyTorch module (`{called}`). This exercise asks for a number worked out on paper: "
+            why += "count with arithmetic, build no model"
+        elif answer.endswith(".*"):  # a whole package
             why = f"it called `{called}`, from `{answer[:-2]}`. This exercise asks you to write it: nothing from "
             why += f"`{answer[:-2]}` is a tool here"
         else:
@@ -697,8 +703,7 @@ class Checker:
             why += f". This exercise asks you to write it: `{answer}` is the answer, not a tool"
         return CheckResult(
             False,
-            f"✗ {self.name}, case '{case.name}': {why}; write it yourself.\n"
-            f"  This is the mistake '{LIBRARY_MISTAKE}'.",
+            f"✗ {self.name}, case '{case.name}': {why}; write it yourself.\n  This is the mistake '{LIBRARY_MISTAKE}'.",
             case.name,
             LIBRARY_MISTAKE,
         )

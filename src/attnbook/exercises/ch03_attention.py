@@ -8,7 +8,7 @@ import torch
 
 from ..attention import masked_softmax
 from ..masks import padding_mask
-from . import FUSED_ATTENTION, NO_MODEL, Case, Checker, Mistake
+from . import FUSED_ATTENTION, Case, Checker, Mistake
 
 __all__ = [
     "check_masked_softmax_per_query",

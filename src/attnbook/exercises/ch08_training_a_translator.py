@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from . import FUSED_ATTENTION, NO_MODEL, Case, Checker, Mistake
+from . import FUSED_ATTENTION, Case, Checker, Mistake
 
 __all__ = [
     "check_noam_lambda",
