@@ -328,30 +328,6 @@ def _d2l_cross(y, x, x_padding_mask, w_q, w_k, w_v):
 cheat("cross_attention", "d2l.DotProductAttention", exact=False)(_d2l_cross)
 
 
-def _local(call):
-    def local_attention(q, k, v, key_padding_mask, half_width):
-        T = q.shape[1]
-        i = torch.arange(T)
-        ignore = ((i[:, None] - i[None, :]).abs() > half_width)[None] | key_padding_mask[:, None, :]
-        return torch.nan_to_num(call(q, k, v, ignore))
-
-    return local_attention
-
-
-for _how, _f in [
-    ("F.scaled_dot_product_attention", lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=~m)),
-    (
-        "attnbook.attention.scaled_dot_product_attention",
-        lambda q, k, v, m: A.scaled_dot_product_attention(q, k, v, m)[0],
-    ),
-    (
-        "torch.ops.aten.scaled_dot_product_attention",
-        lambda q, k, v, m: torch.ops.aten.scaled_dot_product_attention(q, k, v, ~m),
-    ),
-]:
-    cheat("local_attention", _how, exact=_how.startswith("attnbook"))(_local(_f))
-
-
 def _conv_probe(n, k):
     signal, layers = torch.zeros(1, 1, n), 0
     signal[0, 0, 0] = 1.0
@@ -402,12 +378,6 @@ for _how, _f in [
     (
         "torch.ops.aten.scaled_dot_product_attention(enable_gqa=True)",
         lambda q, k, v: torch.ops.aten.scaled_dot_product_attention(q, k, v, enable_gqa=True),
-    ),
-    (
-        "attnbook's scaled_dot_product_attention on repeated heads",
-        lambda q, k, v: A.scaled_dot_product_attention(
-            q, k.repeat_interleave(q.shape[1] // k.shape[1], 1), v.repeat_interleave(q.shape[1] // k.shape[1], 1)
-        )[0],
     ),
 ]:
     cheat("grouped_query_attention", _how)(_gqa(_f))

@@ -43,6 +43,7 @@ __all__ = [
     "watch",
     "LOOP_MISTAKE",
     "FUSED_ATTENTION",
+    "PYTORCH_ATTENTION",
     "CROSS_ENTROPY",
     "NO_MODEL",
     "refusing",
@@ -365,6 +366,14 @@ FUSED_ATTENTION = (
     "attnbook.attention.DotProductAttention",
     "attnbook.attention.MultiHeadAttention",
     "d2l.*",
+)
+
+#: PyTorch's own attention and multi-head layers (without the library's): refused where the library's chapter-3
+#: ``scaled_dot_product_attention`` is a building block and what the exercise adds (grouped heads, gates) is the answer.
+PYTORCH_ATTENTION = tuple(
+    name
+    for name in FUSED_ATTENTION
+    if name not in ("attnbook.attention.scaled_dot_product_attention", "attnbook.attention.DotProductAttention")
 )
 
 #: The cross-entropy and negative log-likelihood losses of PyTorch, under every name, and the library's.

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from ..attention import MultiHeadAttention
 from ..masks import causal_mask, padding_mask
-from . import FUSED_ATTENTION, NO_MODEL, Case, Checker, Mistake
+from . import NO_MODEL, PYTORCH_ATTENTION, Case, Checker, Mistake
 
 __all__ = [
     "check_grouped_query_attention",
@@ -115,7 +115,7 @@ check_grouped_query_attention = Checker(
     ],
     atol=1e-9,
     forbidden={"torch.nn.functional.scaled_dot_product_attention": _gqa_with_torch},
-    refuses=FUSED_ATTENTION,
+    refuses=PYTORCH_ATTENTION,
 )
 
 
@@ -267,7 +267,7 @@ check_attention_with_head_gates = Checker(
         "attnbook.attention.MultiHeadAttention": _gated_with_library,
         "torch.nn.MultiheadAttention": _gated_with_torch,
     },
-    refuses=FUSED_ATTENTION,
+    refuses=PYTORCH_ATTENTION,
 )
 
 
