@@ -10,7 +10,7 @@ from . import FUSED_ATTENTION, Case, Checker, Mistake
 
 __all__ = [
     "check_noam_lambda",
-    "check_uniform_smoothed_loss",
+    "check_prior_smoothed_loss",
     "check_beam_step",
     "check_cross_attention_steps",
 ]
@@ -94,114 +94,117 @@ check_noam_lambda = Checker(
 )
 
 
-# --- Exercise: Szegedy's label smoothing with <pad> left out ---------------------------------------------
+# --- Exercise: label smoothing towards the words' frequencies, with <pad> left out ------------------------------
 
 
-def _uniform_smoothed_loss(logits, targets, eps, pad_id):
+def _prior_loss(logits, targets, eps, prior, pad_id, renormalize=True, use_prior=True, per_sentence=False, pads=False):
     V = logits.shape[-1]
     log_probs = torch.log_softmax(logits, dim=-1)  # (B, T, V)
-    q = torch.full_like(log_probs, eps / (V - 1))  # the uniform part, over the V - 1 classes other than <pad>
-    q[..., pad_id] = 0.0
-    q = q + (1 - eps) * torch.nn.functional.one_hot(targets, V).to(q.dtype)
+    u = prior.to(log_probs.dtype) if use_prior else torch.ones(V, dtype=log_probs.dtype)
+    if renormalize:
+        u = u.clone()
+        u[pad_id] = 0.0
+        u = u / u.sum()  # a distribution over the classes other than <pad>
+    else:  # the mistake: normalized first, <pad> zeroed after, its share lost
+        u = u / u.sum()
+        u = u.clone()
+        u[pad_id] = 0.0
+    q = eps * u + (1 - eps) * torch.nn.functional.one_hot(targets, V).to(log_probs.dtype)  # (B, T, V)
+    per_token = -(q * log_probs).sum(-1)  # (B, T)
     real = targets != pad_id
-    return -(q * log_probs).sum(-1)[real].mean()
+    if pads:
+        return per_token.mean()
+    if per_sentence:
+        return ((per_token * real).sum(1) / real.sum(1)).mean()
+    return per_token[real].mean()
 
 
-def _usl_pytorch(logits, targets, eps, pad_id):
-    V = logits.shape[-1]
-    return torch.nn.functional.cross_entropy(
-        logits.reshape(-1, V), targets.reshape(-1), ignore_index=pad_id, label_smoothing=eps
-    )
+def _prior_smoothed_loss(logits, targets, eps, prior, pad_id):
+    return _prior_loss(logits, targets, eps, prior, pad_id)
 
 
-def _usl_library_variant(logits, targets, eps, pad_id):
-    V = logits.shape[-1]
-    log_probs = torch.log_softmax(logits, dim=-1)
-    q = torch.full_like(log_probs, eps / (V - 2))
-    q[..., pad_id] = 0.0
-    q.scatter_(-1, targets[..., None], 1 - eps)
-    real = targets != pad_id
-    return -(q * log_probs).sum(-1)[real].mean()
+def _psl_uniform(logits, targets, eps, prior, pad_id):
+    return _prior_loss(logits, targets, eps, prior, pad_id, use_prior=False)
 
 
-def _usl_sentence_means(logits, targets, eps, pad_id):
-    V = logits.shape[-1]
-    log_probs = torch.log_softmax(logits, dim=-1)
-    q = torch.full_like(log_probs, eps / (V - 1))
-    q[..., pad_id] = 0.0
-    q = q + (1 - eps) * torch.nn.functional.one_hot(targets, V).to(q.dtype)
-    real = (targets != pad_id).to(q.dtype)
-    per_token = -(q * log_probs).sum(-1) * real
-    return (per_token.sum(1) / real.sum(1)).mean()
+def _psl_share_lost(logits, targets, eps, prior, pad_id):
+    return _prior_loss(logits, targets, eps, prior, pad_id, renormalize=False)
 
 
-def _usl_padding_counted(logits, targets, eps, pad_id):
+def _psl_counts(logits, targets, eps, prior, pad_id):
     V = logits.shape[-1]
     log_probs = torch.log_softmax(logits, dim=-1)
-    q = torch.full_like(log_probs, eps / (V - 1))
-    q[..., pad_id] = 0.0
-    q = q + (1 - eps) * torch.nn.functional.one_hot(targets, V).to(q.dtype)
-    return -(q * log_probs).sum(-1).mean()
+    u = prior.to(log_probs.dtype).clone()
+    u[pad_id] = 0.0  # counts, never divided by their sum
+    q = eps * u + (1 - eps) * torch.nn.functional.one_hot(targets, V).to(log_probs.dtype)
+    return -(q * log_probs).sum(-1)[targets != pad_id].mean()
 
 
-def _usl_pad_zeroed_not_shared(logits, targets, eps, pad_id):
-    V = logits.shape[-1]
-    log_probs = torch.log_softmax(logits, dim=-1)
-    q = torch.full_like(log_probs, eps / V)
-    q[..., pad_id] = 0.0
-    q = q + (1 - eps) * torch.nn.functional.one_hot(targets, V).to(q.dtype)
-    real = targets != pad_id
-    return -(q * log_probs).sum(-1)[real].mean()
+def _psl_sentence_means(logits, targets, eps, prior, pad_id):
+    return _prior_loss(logits, targets, eps, prior, pad_id, per_sentence=True)
 
 
-check_uniform_smoothed_loss = Checker(
-    "uniform_smoothed_loss",
-    reference=_uniform_smoothed_loss,
+def _psl_padding_counted(logits, targets, eps, prior, pad_id):
+    return _prior_loss(logits, targets, eps, prior, pad_id, pads=True)
+
+
+_counts6 = torch.tensor([50.0, 0.0, 30.0, 10.0, 5.0, 5.0], dtype=torch.float64)  # <pad> counted 50 times
+
+check_prior_smoothed_loss = Checker(
+    "prior_smoothed_loss",
+    reference=_prior_smoothed_loss,
     cases=[
         Case(
-            "no padding, eps = 0: plain cross-entropy", (_randn(2, 3, 6), torch.tensor([[4, 2, 5], [3, 3, 2]]), 0.0, 0)
+            "no padding, eps = 0: plain cross-entropy",
+            (_randn(2, 3, 6), torch.tensor([[4, 2, 5], [3, 3, 2]]), 0.0, _counts6, 0),
         ),
-        Case("no padding, eps = 0.1", (_randn(2, 3, 6), torch.tensor([[4, 2, 5], [3, 1, 2]]), 0.1, 0)),
         Case(
-            "sentences of 4 and 1 tokens, eps = 0.1",
-            (_randn(2, 4, 9), torch.tensor([[4, 2, 7, 5], [6, 0, 0, 0]]), 0.1, 0),
+            "no padding, eps = 0.1, <pad> counted in the frequencies",
+            (_randn(2, 3, 6), torch.tensor([[4, 2, 5], [3, 1, 2]]), 0.1, _counts6, 0),
+        ),
+        Case(
+            "sentences of 4 and 1 tokens, eps = 0.2",
+            (_randn(2, 4, 6), torch.tensor([[4, 2, 3, 5], [2, 0, 0, 0]]), 0.2, _counts6, 0),
         ),
         Case(
             "<pad> is id 3, three sentences, eps = 0.3",
-            (_randn(3, 3, 8), torch.tensor([[5, 2, 3], [7, 3, 3], [1, 6, 4]]), 0.3, 3),
+            (
+                _randn(3, 3, 8),
+                torch.tensor([[5, 2, 3], [7, 3, 3], [1, 6, 4]]),
+                0.3,
+                torch.tensor([4.0, 1.0, 9.0, 20.0, 2.0, 2.0, 6.0, 1.0], dtype=torch.float64),
+                3,
+            ),
         ),
     ],
     mistakes=[
         Mistake(
-            "PyTorch's label_smoothing",
-            "F.cross_entropy(label_smoothing=eps) spreads eps over all V classes, <pad> included; here <pad> gets "
-            "nothing and eps is spread over the V - 1 other classes, "
-            "the true one among them (it gets 1 - eps + eps/(V-1)).",
-            _usl_pytorch,
+            "uniform, not the frequencies",
+            "that is Szegedy et al.'s uniform target; here eps is shared in proportion to how often each word occurs: "
+            "u = prior / prior.sum(), over the classes other than <pad>.",
+            _psl_uniform,
         ),
         Mistake(
-            "the library's variant",
-            "that is sequence_loss's target (the true class gets exactly 1 - eps, the V - 2 others share eps); Szegedy "
-            "et al. mix (1 - eps) one-hot with a uniform distribution that includes the true class: here, uniform over "
-            "the V - 1 classes other than <pad>.",
-            _usl_library_variant,
+            "<pad>'s share lost",
+            "normalizing first and zeroing <pad> after leaves a target that sums to less than 1 when <pad> was "
+            "counted: zero <pad> first, then divide by the sum of what remains.",
+            _psl_share_lost,
+        ),
+        Mistake(
+            "counts, not probabilities",
+            "the frequencies are counts: divide them by their sum (without <pad>) so that u sums to 1.",
+            _psl_counts,
         ),
         Mistake(
             "mean of the sentences' means",
             "average over the real tokens of the whole batch: "
             "a one-word sentence must not weigh as much as a long one.",
-            _usl_sentence_means,
+            _psl_sentence_means,
         ),
         Mistake(
             "padding positions counted",
             "positions whose target is <pad> carry no loss: leave them out of the sum and of the count.",
-            _usl_padding_counted,
-        ),
-        Mistake(
-            "<pad> zeroed but its share lost",
-            "with eps/V everywhere and <pad> set to 0 the target sums to 1 - eps/V, not 1: spread eps over the V - 1 "
-            "classes that remain.",
-            _usl_pad_zeroed_not_shared,
+            _psl_padding_counted,
         ),
     ],
     atol=1e-9,
