@@ -156,32 +156,47 @@ cheat("corpus_brevity_penalty", "attnbook.metrics._closest_length", exact=False)
 
 # --- chapter 2 ---------------------------------------------------------------------------------------------------
 
+
+def _per_word(nll_of):
+    """A learner's best_candidate from a packaged per-token loss ``nll_of(logits (N, T, V), targets (N, T), pad)``."""
+
+    def best_candidate(logits, targets, pad_id=0):
+        B, K, T, V = logits.shape
+        nll = nll_of(logits.reshape(B * K, T, V), targets.reshape(B * K, T), pad_id).reshape(B, K, T)
+        scores = -nll.sum(-1) / (targets != pad_id).sum(-1)
+        return scores, scores.argmax(-1)
+
+    return best_candidate
+
+
 _CE = [
-    (
-        "F.cross_entropy",
-        lambda lo, t, p: -F.cross_entropy(lo.transpose(1, 2), t, ignore_index=p, reduction="none").sum(1),
-    ),
+    ("F.cross_entropy", lambda lo, t, p: F.cross_entropy(lo.transpose(1, 2), t, ignore_index=p, reduction="none")),
     (
         "torch._C._nn.cross_entropy_loss",
-        lambda lo, t, p: -torch._C._nn.cross_entropy_loss(lo.transpose(1, 2), t, None, 0, p).sum(1),
+        lambda lo, t, p: torch._C._nn.cross_entropy_loss(lo.transpose(1, 2), t, None, 0, p),
     ),
     (
         "F.nll_loss",
-        lambda lo, t, p: -F.nll_loss(lo.log_softmax(-1).transpose(1, 2), t, ignore_index=p, reduction="none").sum(1),
+        lambda lo, t, p: F.nll_loss(lo.log_softmax(-1).transpose(1, 2), t, ignore_index=p, reduction="none"),
     ),
     (
         "nn.CrossEntropyLoss",
-        lambda lo, t, p: -nn.CrossEntropyLoss(ignore_index=p, reduction="none")(lo.transpose(1, 2), t).sum(1),
+        lambda lo, t, p: nn.CrossEntropyLoss(ignore_index=p, reduction="none")(lo.transpose(1, 2), t),
     ),
     (
-        "attnbook.train.sequence_loss, sentence by sentence",
+        "attnbook.train.sequence_loss, candidate by candidate",
         lambda lo, t, p: torch.stack(
-            [-TR.sequence_loss(lo[b : b + 1], t[b : b + 1], p, reduction="sum") for b in range(len(t))]
-        ),
+            [
+                torch.cat([TR.sequence_loss(lo[i, None, : j + 1], t[i, None, : j + 1], p, reduction="sum")[None]])
+                - (TR.sequence_loss(lo[i, None, :j], t[i, None, :j], p, reduction="sum") if j else 0)
+                for i in range(len(t))
+                for j in range(t.shape[1])
+            ]
+        ).reshape(t.shape),
     ),
 ]
 for _how, _f in _CE:
-    cheat("sentence_log_probs", _how)(lambda logits, targets, pad_id=0, _f=_f: _f(logits, targets, pad_id))
+    cheat("best_candidate", _how)(_per_word(_f))
 
 _GRU = [
     ("torch.gru_cell", torch.gru_cell),
