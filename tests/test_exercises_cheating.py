@@ -656,7 +656,7 @@ def _flop_counter(N, d, H):
     return counter.get_total_flops() // 2, 0, 0
 
 
-cheat("multiplications", "torch.utils.flop_counter on the layer", exact=False)(_flop_counter)
+cheat("step_multiplications", "torch.utils.flop_counter on the layer", exact=False)(_flop_counter)
 
 
 # --- and every checker's own planted calls of the packaged answer ------------------------------------------------

@@ -14,7 +14,7 @@ __all__ = [
     "check_global_key_with_padding",
     "check_fastformer_step",
     "check_fastformer_parameter_count",
-    "check_multiplications",
+    "check_step_multiplications",
 ]
 
 _gen = torch.Generator().manual_seed(9)
@@ -474,81 +474,89 @@ check_fastformer_parameter_count = Checker(
 )
 
 
-# --- Exercise: count the multiplications ------------------------------------------------------------------------
+# --- Exercise: what one more token costs, each model with what it keeps -------------------------------------------
 
 
 def _multiplications(N, d, H):
-    fastformer = 3 * N * d * d + 2 * N * d * H + 2 * N * d + 2 * N * d  # projections, scorers, two poolings, two ⊙
-    softmax = 4 * N * d * d + 2 * N * N * d  # projections, Q Kᵀ and the weighted sum of V over all heads
-    d_h = d // H
-    linear = 4 * N * d * d + 2 * N * d * d_h + N * d  # projections; Σ φ(k)vᵀ and φ(q)ᵀS per head; φ(q)·z
+    """The whole-sequence counts of the chapter's cost section (one forward pass over N tokens)."""
+    fastformer = 3 * N * d * d + 2 * N * d * H + 2 * N * d + 2 * N * d
+    softmax = 4 * N * d * d + 2 * N * N * d
+    linear = 4 * N * d * d + 2 * N * d * (d // H) + N * d
     return fastformer, softmax, linear
 
 
-def _mul_seed_square(N, d, H):
-    fastformer, softmax, linear = _multiplications(N, d, H)
-    return (N * d) ** 2, softmax, linear
+def _step_multiplications(N, d, H):
+    d_h = d // H
+    fastformer = (
+        3 * d * d + 2 * d * H + 2 * d + 2 * d
+    )  # the new token's projections, scorers, two pooling updates, two ⊙
+    softmax = 4 * d * d + 2 * (N + 1) * d  # its four projections; q·k and the weighted sum over the N + 1 cached keys
+    linear = 4 * d * d + 2 * d * d_h + d  # its four projections; S_h += φ(k)vᵀ and φ(q)ᵀS_h per head; φ(q)·z
+    return fastformer, softmax, linear
 
 
-def _mul_no_poolings(N, d, H):
-    fastformer, softmax, linear = _multiplications(N, d, H)
-    return 3 * N * d * d + 2 * N * d * H, softmax, linear
+def _sm_no_cache(N, d, H):
+    fastformer, softmax, linear = _step_multiplications(N, d, H)
+    return fastformer, softmax + 2 * N * d * d, linear
 
 
-def _mul_scores_only(N, d, H):
-    fastformer, softmax, linear = _multiplications(N, d, H)
-    return fastformer, 4 * N * d * d + N * N * d, linear
+def _sm_new_key_forgotten(N, d, H):
+    fastformer, softmax, linear = _step_multiplications(N, d, H)
+    return fastformer, softmax - 2 * d, linear
 
 
-def _mul_linear_quadratic_order(N, d, H):
-    fastformer, softmax, linear = _multiplications(N, d, H)
-    return fastformer, softmax, 4 * N * d * d + 2 * N * N * d + N * N * H
+def _sm_whole_prefix_pooled(N, d, H):
+    fastformer, softmax, linear = _step_multiplications(N, d, H)
+    return fastformer + 2 * N * d, softmax, linear
 
 
-def _mul_linear_one_big_state(N, d, H):
-    fastformer, softmax, linear = _multiplications(N, d, H)
-    return fastformer, softmax, 4 * N * d * d + 2 * N * d * d + N * d
+def _sm_whole_layer(N, d, H):
+    fastformer, softmax, linear = _step_multiplications(N, d, H)
+    return _multiplications(N + 1, d, H)[0], softmax, linear
 
 
-check_multiplications = Checker(
-    "multiplications",
-    reference=_multiplications,
+def _sm_one_big_state(N, d, H):
+    fastformer, softmax, linear = _step_multiplications(N, d, H)
+    return fastformer, softmax, linear - 2 * d * (d // H) + 2 * d * d
+
+
+check_step_multiplications = Checker(
+    "step_multiplications",
+    reference=_step_multiplications,
     cases=[
-        Case("N=10, d=4, H=2", (10, 4, 2)),
+        Case("N=10 tokens kept, d=4, H=2", (10, 4, 2)),
         Case("N=4096, d=256, H=16", (4096, 256, 16)),
-        Case("N=1, d=8, H=1", (1, 8, 1)),
+        Case("the first token: N=0, d=8, H=1", (0, 8, 1)),
     ],
     mistakes=[
         Mistake(
-            "the notes' O(N d)^2",
-            "nothing in Fastformer multiplies every position-feature pair with every other: the projections cost "
-            "N*d*d each and the poolings and element-wise products N*d each.",
-            _mul_seed_square,
+            "keys and values projected again",
+            "with a cache, softmax attention projects only the new token (four d x d products) and reads the N "
+            "cached keys and values: the old ones are never multiplied by W_k or W_v again.",
+            _sm_no_cache,
         ),
         Mistake(
-            "poolings and element-wise products forgotten",
-            "add N*d for each pooling (every entry of q, then of p, times its weight) and N*d for each element-wise "
-            "product (k * q_global, k_global * q).",
-            _mul_no_poolings,
+            "the new key forgotten",
+            "the new token's query reads N + 1 keys, its own included: (N + 1) d for the scores and as many for the "
+            "weighted sum.",
+            _sm_new_key_forgotten,
         ),
         Mistake(
-            "softmax attention's weighted sum forgotten",
-            "softmax attention multiplies twice over N x N pairs: Q Kᵀ "
-            "(N*N*d over all heads) and the weights times V (N*N*d again).",
-            _mul_scores_only,
+            "the prefix pooled again",
+            "a recurrent Fastformer updates its running sums with the new token only: d multiplications per pooling, "
+            "whatever N; pooling the whole prefix again is what its state spares.",
+            _sm_whole_prefix_pooled,
         ),
         Mistake(
-            "linear attention in the quadratic order",
-            "(φ(Q) φ(K)ᵀ) V forms the N x N weights, as softmax attention does; the point of linear attention is the "
-            "other order, φ(Q) (φ(K)ᵀ V): a d_h x d_h state per head, "
-            "N*d_h*d_h multiplications to build it and as many to read it.",
-            _mul_linear_quadratic_order,
+            "the whole layer run again",
+            "that is the cost of a forward pass over all N + 1 tokens; one step projects, scores and pools the new "
+            "token only.",
+            _sm_whole_layer,
         ),
         Mistake(
             "one d x d state for all heads",
-            "each head has its own state S_h = Σ_j φ(k_j) v_jᵀ of d_h x d_h entries: over H heads, building and "
-            "reading the states costs 2*N*d*d_h, not 2*N*d*d.",
-            _mul_linear_one_big_state,
+            "each head keeps its own d_h x d_h state: updating and reading them costs 2 d d_h over all heads, not 2 d^2.",
+            _sm_one_big_state,
         ),
     ],
     atol=0,
