@@ -624,15 +624,19 @@ cheat("global_query", "FastSelfAttention._pool on a stand-in object")(
 )
 
 
-def _global_key_library(k, q_global, weight, bias, num_heads, key_padding_mask):
+def _global_keys_library(k, q_global, weight, bias, num_heads, segments):
+    """FastSelfAttention._pool, once per packed sentence, on a stand-in layer."""
     d_h = k.shape[-1] // num_heads
-    p = k * q_global[:, None]
-    scores = (p @ weight.T + bias) / math.sqrt(d_h)
     holder = SimpleNamespace(num_heads=num_heads, head_dim=d_h, d_model=k.shape[-1])
-    return FF.FastSelfAttention._pool(holder, scores, p, key_padding_mask)[1][:, 0]
+    keys = []
+    for g in range(q_global.shape[1]):
+        p = k * q_global[:, g, None]
+        scores = (p @ weight.T + bias) / math.sqrt(d_h)
+        keys.append(FF.FastSelfAttention._pool(holder, scores, p, segments != g + 1)[1][:, 0])
+    return torch.stack(keys, dim=1).nan_to_num(0.0)
 
 
-cheat("global_key_with_padding", "FastSelfAttention._pool with the mask", exact=False)(_global_key_library)
+cheat("global_keys_packed", "FastSelfAttention._pool, sentence by sentence", exact=False)(_global_keys_library)
 
 
 def _step_whole_prefix(layer, x_t, state):

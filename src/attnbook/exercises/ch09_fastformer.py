@@ -11,7 +11,7 @@ from . import NO_MODEL, Case, Checker, Mistake
 
 __all__ = [
     "check_global_query",
-    "check_global_key_with_padding",
+    "check_global_keys_packed",
     "check_fastformer_step",
     "check_fastformer_parameter_count",
     "check_step_multiplications",
@@ -90,121 +90,92 @@ check_global_query = Checker(
 )
 
 
-# --- Exercise: the global key of padded sequences ------------------------------------------------
+# --- Exercise: the global keys of sentences packed into one row --------------------------------------------------
 
 
-def _global_key_with_padding(k, q_global, weight, bias, num_heads, key_padding_mask):
+def _packed_keys(k, q_global, weight, bias, num_heads, segments, own_query=True, by_segment=True, zero_empty=True):
     B, N, d = k.shape
-    p = k * q_global[:, None, :]  # p_i = k_i ⊙ q̄
-    scores = (p @ weight.T + bias) / math.sqrt(d // num_heads)  # (B, N, H): each head scores the whole p_i
-    scores = scores.masked_fill(key_padding_mask[..., None], -math.inf)
-    beta = torch.softmax(scores, dim=1).nan_to_num(0.0)  # a sequence that is all padding: zeros, not NaN
-    return (beta[..., None] * _heads(p, num_heads)).sum(dim=1).reshape(B, d)
+    G = q_global.shape[1]
+    member = segments[..., None] == torch.arange(1, G + 1)  # (B, N, G): position i belongs to sentence g
+    q_at = member.to(k.dtype) @ q_global if own_query else q_global[:, :1].expand(-1, N, -1)  # (B, N, d)
+    if not by_segment:  # the mistake: every sentence pools the whole row (its real positions)
+        member = (segments > 0)[..., None].expand(-1, -1, G)
+    p = k * q_at  # p_i = k_i ⊙ q̄ of its own sentence
+    scores = (p @ weight.T + bias) / math.sqrt(d // num_heads)  # (B, N, H)
+    scores = scores[:, :, None, :].masked_fill(~member[..., None], -math.inf)  # (B, N, G, H)
+    beta = torch.softmax(scores, dim=1)
+    if zero_empty:
+        beta = beta.nan_to_num(0.0)  # a sentence with no position: 0/0 -> 0
+    pooled = torch.einsum("bngh,bnhe->bghe", beta, p.reshape(B, N, num_heads, d // num_heads))
+    return pooled.reshape(B, G, d)
 
 
-def _gkp_mask_ignored(k, q_global, weight, bias, num_heads, key_padding_mask):
-    return _global_key_with_padding(k, q_global, weight, bias, num_heads, torch.zeros_like(key_padding_mask))
+def _global_keys_packed(k, q_global, weight, bias, num_heads, segments):
+    return _packed_keys(k, q_global, weight, bias, num_heads, segments)
 
 
-def _gkp_nan(k, q_global, weight, bias, num_heads, key_padding_mask):
-    B, N, d = k.shape
-    p = k * q_global[:, None, :]
-    scores = ((p @ weight.T + bias) / math.sqrt(d // num_heads)).masked_fill(key_padding_mask[..., None], -math.inf)
-    beta = torch.softmax(scores, dim=1)  # all -inf: NaN
-    return (beta[..., None] * _heads(p, num_heads)).sum(dim=1).reshape(B, d)
+def _gkp_whole_row(k, q_global, weight, bias, num_heads, segments):
+    return _packed_keys(k, q_global, weight, bias, num_heads, segments, by_segment=False)
 
 
-def _gkp_zeroed_after(k, q_global, weight, bias, num_heads, key_padding_mask):
-    B, N, d = k.shape
-    p = k * q_global[:, None, :]
-    beta = torch.softmax((p @ weight.T + bias) / math.sqrt(d // num_heads), dim=1)
-    beta = beta.masked_fill(key_padding_mask[..., None], 0.0)  # the real weights no longer sum to 1
-    return (beta[..., None] * _heads(p, num_heads)).sum(dim=1).reshape(B, d)
+def _gkp_first_query(k, q_global, weight, bias, num_heads, segments):
+    return _packed_keys(k, q_global, weight, bias, num_heads, segments, own_query=False)
 
 
-def _gkp_pools_keys(k, q_global, weight, bias, num_heads, key_padding_mask):
-    B, N, d = k.shape
-    p = k * q_global[:, None, :]
-    scores = ((p @ weight.T + bias) / math.sqrt(d // num_heads)).masked_fill(key_padding_mask[..., None], -math.inf)
-    beta = torch.softmax(scores, dim=1).nan_to_num(0.0)
-    return (beta[..., None] * _heads(k, num_heads)).sum(dim=1).reshape(B, d)
+def _gkp_nan(k, q_global, weight, bias, num_heads, segments):
+    return _packed_keys(k, q_global, weight, bias, num_heads, segments, zero_empty=False)
 
 
-def _gkp_unscaled(k, q_global, weight, bias, num_heads, key_padding_mask):
-    return _global_key_with_padding(
-        k,
-        q_global,
-        weight * math.sqrt(k.shape[-1] // num_heads),
-        bias * math.sqrt(k.shape[-1] // num_heads),
-        num_heads,
-        key_padding_mask,
+def _unscaled_packed(k, q_global, weight, bias, num_heads, segments):
+    d_h = k.shape[-1] // num_heads
+    return _packed_keys(k, q_global, weight * math.sqrt(d_h), bias * math.sqrt(d_h), num_heads, segments)
+
+
+def _gkp_case(name, segments, G, d=6, H=3):
+    segments = torch.tensor(segments)
+    B, N = segments.shape
+    return Case(
+        name,
+        (_randn(B, N, d), _randn(B, G, d), _randn(H, d, scale=0.6), _randn(H, scale=0.3), H, segments),
     )
 
 
-def _gkp_slice_scores(k, q_global, weight, bias, num_heads, key_padding_mask):
-    d = k.shape[-1]
-    d_h = d // num_heads
-    own = torch.zeros_like(weight)
-    for h in range(num_heads):  # head h's weights on its own slice only
-        own[h, h * d_h : (h + 1) * d_h] = weight[h, h * d_h : (h + 1) * d_h]
-    return _global_key_with_padding(k, q_global, own, bias, num_heads, key_padding_mask)
-
-
-def _gkp_case(name, B, N, d, H, lengths):
-    mask = torch.arange(N)[None, :] >= torch.tensor(lengths)[:, None]
-    return Case(name, (_randn(B, N, d), _randn(B, d), _randn(H, d, scale=0.7), _randn(H), H, mask))
-
-
-_gkp_middle = _gkp_case("padding in the middle of a sequence", 2, 6, 6, 3, [6, 6])
-_gkp_middle.args[5][0, 2] = True
-_gkp_middle.args[5][1, 0] = True
-
-check_global_key_with_padding = Checker(
-    "global_key_with_padding",
-    reference=_global_key_with_padding,
+check_global_keys_packed = Checker(
+    "global_keys_packed",
+    reference=_global_keys_packed,
     cases=[
-        _gkp_case("no padding: B=1, N=3, d=4, 2 heads", 1, 3, 4, 2, [3]),
-        _gkp_case("padding at the end of the second sequence", 2, 5, 6, 3, [5, 2]),
-        _gkp_middle,
-        _gkp_case("a sequence that is all padding", 2, 4, 8, 4, [4, 0]),
+        _gkp_case("one row, two sentences of 3 and 2 tokens, 1 padding", [[1, 1, 1, 2, 2, 0]], 2),
+        _gkp_case("two rows, three sentences each, padding at the end", [[1, 1, 2, 3, 3, 3], [1, 2, 2, 2, 3, 0]], 3),
+        _gkp_case(
+            "a row with one sentence and a sentence slot left empty", [[1, 1, 1, 1, 0, 0], [1, 2, 2, 0, 0, 0]], 2
+        ),
     ],
     mistakes=[
         Mistake(
-            "padding gets weight",
-            "the padded positions (True in key_padding_mask) must get zero weight: set their scores to -inf "
-            "before the softmax over the positions.",
-            _gkp_mask_ignored,
+            "one pooling over the whole row",
+            "sentences packed into one row must not read each other: sentence g's softmax runs over ITS positions "
+            "only (segments == g), so mask the scores per sentence, (B, N, G, H), before the softmax over N.",
+            _gkp_whole_row,
         ),
         Mistake(
-            "weights zeroed after the softmax",
-            "zeroing the padded weights after the softmax leaves the real ones summing to less than 1: mask the "
-            "scores before the softmax, so that it normalizes over the real positions only.",
-            _gkp_zeroed_after,
+            "mixed with the first sentence's global query",
+            "each position is mixed with the global query of its own sentence: p_i = k_i ⊙ q̄_g for g = segments[i] "
+            "(a one-hot of the segments times q_global picks it).",
+            _gkp_first_query,
         ),
         Mistake(
-            "NaN for a sequence that is all padding",
-            "a softmax over scores that are all -inf is 0/0 = NaN: a sequence with nothing to pool gets a zero "
-            "global key (for example torch.nan_to_num after the softmax, or attnbook.attention.masked_softmax).",
+            "NaN for an empty sentence",
+            "a sentence slot with no position has nothing to pool: a softmax over only -inf is 0/0 = NaN; "
+            "its global key is zero (nan_to_num(0.0) after the softmax, or a finite fill and zeroed weights).",
             _gkp_nan,
         ),
         Mistake(
-            "pooled the keys instead of p",
-            "the global key is the beta-weighted sum of the mixed vectors p_i = k_i * q_global, not of the keys k_i.",
-            _gkp_pools_keys,
-        ),
-        Mistake(
-            "no scaling",
-            "divide the scores key_att(p_i) by sqrt(d_h), the head width, before the softmax.",
-            _gkp_unscaled,
-        ),
-        Mistake(
-            "each head scores only its slice",
-            "key_att maps the whole d-vector p_i to H scores: score_h = weight[h] . p_i + bias[h], with all d features "
-            "(p @ weight.T + bias), not only head h's slice.",
-            _gkp_slice_scores,
+            "scores not scaled",
+            "divide the scores by sqrt(d_h), the head width, as in the layer (key_att(p) / sqrt(d_h)).",
+            _unscaled_packed,
         ),
     ],
-    atol=1e-10,
+    atol=1e-9,
     rtol=1e-8,
     refuses=("attnbook.fastformer.*", "d2l.*"),
 )
