@@ -125,7 +125,8 @@ check_two_source_attention = Checker(
         ),
         Mistake(
             "two softmaxes, added",
-            "adding two attention outputs gives weights that sum to 2; join the two sources' keys and take one softmax.",
+            "adding two attention outputs gives weights that sum to 2; join the two sources' keys and take "
+            "one softmax.",
             _ts_added,
         ),
         Mistake(

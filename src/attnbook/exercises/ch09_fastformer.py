@@ -526,7 +526,8 @@ check_step_multiplications = Checker(
         ),
         Mistake(
             "one d x d state for all heads",
-            "each head keeps its own d_h x d_h state: updating and reading them costs 2 d d_h over all heads, not 2 d^2.",
+            "each head keeps its own d_h x d_h state: updating and reading them costs 2 d d_h over all heads, "
+            "not 2 d^2.",
             _sm_one_big_state,
         ),
     ],
