@@ -535,8 +535,13 @@ def _library_folders() -> tuple[str, ...]:
     import os
     import sysconfig
 
+    import site
+
+    import torch
+
     paths = sysconfig.get_paths()
     folders = {paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}
+    folders |= set(getattr(site, "getsitepackages", list)()) | {os.path.dirname(os.path.dirname(torch.__file__))}
     here = os.path.dirname(os.path.abspath(__file__))
     return tuple(sorted(os.path.join(f, "") for f in folders)) + (os.path.join(os.path.dirname(here), ""),), here
 
