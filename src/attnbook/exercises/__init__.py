@@ -533,9 +533,8 @@ def _library_folders() -> tuple[str, ...]:
     """Folders whose code is not the learner's: the standard library, installed packages, attnbook itself
     (but not ``attnbook.exercises``, where the references and planted mistakes live)."""
     import os
-    import sysconfig
-
     import site
+    import sysconfig
 
     import torch
 
