@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 import pkgutil
 
 import pytest
@@ -142,7 +143,23 @@ def test_messages_show_a_few_significant_digits_not_float32_last_bits():
     assert "expected 0.5, got 0.25" in compare(numpy.array([0.5]), numpy.array([0.25]))
 
 
-FORBIDDING = sorted(name for name, checker in CHECKERS.items() if checker.forbidden)
+FORBIDDING = sorted(name for name, checker in CHECKERS.items() if any(checker.forbidden.values()))
+LOOP_FREE = sorted(name for name, checker in CHECKERS.items() if checker.loop_free)
+
+
+@pytest.mark.parametrize("name", LOOP_FREE)
+def test_checker_refuses_a_right_answer_computed_with_a_python_loop(name):
+    from attnbook.exercises import LOOP_MISTAKE
+
+    checker = CHECKERS[name]
+    assert checker.looped is not None, f"{name}: plant a right answer that loops"
+    for case in checker.cases:  # the planted loop is right: only the loop is wrong with it
+        assert compare(checker._run(checker.reference, case), checker._run(checker.looped, case)) is None
+    result = checker(checker.looped)
+    assert not result and result.mistake == LOOP_MISTAKE, result.message
+    assert "Python loop" in result.message and "for 4" in result.message and "for 12" in result.message
+    few, many = checker.steps(checker.reference, 4), checker.steps(checker.reference, 12)
+    assert sum(many) <= sum(few) + 2, (few, many)  # the reference's work does not grow
 
 
 @pytest.mark.parametrize("name", FORBIDDING)
@@ -151,8 +168,9 @@ def test_checker_rejects_the_packaged_answer_with_a_clear_message(name):
     from attnbook.exercises import LIBRARY_MISTAKE
 
     checker = CHECKERS[name]
-    for dotted, answer in checker.forbidden.items():
-        assert answer is not None, f"{name}: plant a function that answers with {dotted}"
+    planted = {dotted: answer for dotted, answer in checker.forbidden.items() if answer is not None}
+    assert planted, f"{name}: plant at least one function that answers with a refused name"
+    for dotted, answer in planted.items():  # the names without a planted answer: tests/test_exercises_cheating.py
         for case in checker.cases:  # unblocked, the planted call answers every case: it is the packaged answer
             problem = compare(
                 checker._run(checker.reference, case), checker._run(answer, case), checker.atol, checker.rtol
@@ -160,31 +178,62 @@ def test_checker_rejects_the_packaged_answer_with_a_clear_message(name):
             assert problem is None, f"{name}: the planted call of {dotted} is not an answer ({case.name}: {problem})"
         result = checker(answer)
         assert not result and result.mistake == LIBRARY_MISTAKE, result.message
-        assert f"this exercise asks you to write it: `{dotted}` is the answer, not a tool" in result.message
+        assert "it called `" in result.message and "This exercise asks you to write it: " in result.message
+        named = result.message.split("This exercise asks you to write it: ")[1].split("`")[1]
+        assert named in checker.forbidden or f"{named}.*" in checker.forbidden, result.message  # one declared answer
     assert checker(checker.reference).passed  # and everything was put back
 
 
-def test_forbid_patches_every_name_that_holds_the_function_and_restores_them():
+def test_watch_sees_a_refused_answer_however_it_is_reached_and_patches_nothing():
+    import functools
+    import sys
+
+    import torch.nn.functional as F
+
     import attnbook.masks
-    from attnbook.exercises import ForbiddenCall, forbid
+    from attnbook.exercises import Refusals, watch
     from attnbook.masks import padding_mask
 
-    original_exp = torch.Tensor.exp
-    notebook = {"padding_mask": padding_mask, "other": 3}
-    with forbid(["attnbook.masks.padding_mask", "torch.Tensor.exp", "torch.nn.GRUCell"], [notebook]) as hits:
-        for call in (
-            lambda: notebook["padding_mask"](torch.tensor([1]), 2),
-            lambda: attnbook.masks.padding_mask(torch.tensor([1]), 2),
-            lambda: torch.zeros(2).exp(),
-            lambda: torch.nn.GRUCell(2, 3),
-        ):
-            with pytest.raises(ForbiddenCall, match="is the answer, not a tool"):
-                call()
-        assert torch.zeros(2).sin().shape == (2,)  # what is not named still works
-    assert hits == ["attnbook.masks.padding_mask"] * 2 + ["torch.Tensor.exp", "torch.nn.GRUCell"]
-    assert notebook["padding_mask"] is padding_mask and attnbook.masks.padding_mask is padding_mask
-    assert torch.Tensor.exp is original_exp and "exp" not in torch.Tensor.__dict__
-    assert torch.nn.GRUCell(2, 3).hidden_size == 3
+    profile_before = sys.getprofile()
+    refused = Refusals(
+        ["attnbook.masks.padding_mask", "torch.Tensor.exp", "torch.nn.GRUCell", "torch.ops.aten.log_softmax"]
+        + ["torch.ops.aten._log_softmax", "d2l.*"]
+    )
+    x = torch.zeros(2)
+    alias = padding_mask
+
+    def default_argument(lengths, _mask=padding_mask):
+        return _mask(lengths, 2)
+
+    class Sub(torch.nn.GRUCell):
+        pass
+
+    calls = {
+        "alias": (lambda: alias(torch.tensor([1]), 2), "attnbook.masks.padding_mask"),
+        "module": (lambda: attnbook.masks.padding_mask(torch.tensor([1]), 2), "attnbook.masks.padding_mask"),
+        "default argument": (lambda: default_argument(torch.tensor([1])), "attnbook.masks.padding_mask"),
+        "partial": (
+            lambda: functools.partial(padding_mask, max_len=2)(torch.tensor([1])),
+            "attnbook.masks.padding_mask",
+        ),
+        "method": (lambda: x.exp(), "torch.Tensor.exp"),
+        "function": (lambda: torch.exp(x), "torch.Tensor.exp"),
+        "aten": (lambda: torch.ops.aten.exp.default(x), "torch.Tensor.exp"),
+        "class": (lambda: torch.nn.GRUCell(2, 3), "torch.nn.GRUCell"),
+        "subclass": (lambda: Sub(2, 3), "torch.nn.GRUCell"),
+        "F": (lambda: F.log_softmax(x, 0), "torch.ops.aten._log_softmax"),  # a Python function: seen in ATen
+        "C": (lambda: torch._C._VariableFunctions.log_softmax(x, 0), "torch.ops.aten.log_softmax"),
+    }
+    for how, (call, answer) in calls.items():
+        with watch(refused) as seen:
+            call()
+        assert [a for _, a in seen.hits][:1] == [answer], (how, seen.hits)
+    with watch(refused) as seen:
+        torch.zeros(2).sin() @ torch.ones(2)  # what is not refused is not recorded
+        torch.nn.Linear(2, 2)
+    assert seen.hits == [] and seen.ops > 0
+    assert attnbook.masks.padding_mask is padding_mask and "exp" not in torch.Tensor.__dict__  # nothing patched
+    assert sys.getprofile() is profile_before  # the interpreter's hook is given back
 
 
 def test_a_forbidden_call_is_reported_even_when_the_learner_catches_it():
@@ -209,4 +258,8 @@ def test_a_forbidden_call_is_reported_even_when_the_learner_catches_it():
 
     result = checker(sneaky)
     assert not result and result.mistake == LIBRARY_MISTAKE, result.message
-    assert checker(lambda x: _halve(x.exp())).passed
+    assert (
+        "it called `torch.exp`" in result.message or "it called `torch._C._VariableFunctions.exp`" in result.message
+    ), result.message
+    assert checker(lambda x: _halve(math.e**x)).passed  # the same numbers through another operator pass
+    assert not checker(lambda x: _halve(x.exp()))  # the method is the same operator as torch.exp

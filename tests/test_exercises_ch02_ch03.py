@@ -22,12 +22,17 @@ def test_gru_step_is_pytorchs_gru_cell():
     assert torch.allclose(ours, cell(x, h), atol=1e-6)
 
 
-def test_sentence_log_probs_add_up_to_the_summed_loss():
+def test_best_candidate_scores_are_the_per_token_loss_with_the_sign_changed():
     torch.manual_seed(1)
-    logits, targets = torch.randn(3, 5, 7), torch.tensor([[4, 5, 2, 0, 0], [6, 6, 6, 6, 2], [2, 0, 0, 0, 0]])
-    per_sentence = ch02.check_sentence_log_probs.reference(logits, targets)
-    assert per_sentence.shape == (3,)
-    assert torch.isclose(-per_sentence.sum(), sequence_loss(logits, targets, reduction="sum"))
+    logits = torch.randn(2, 3, 5, 7, dtype=torch.float64)
+    targets = torch.tensor([[[4, 5, 2, 0, 0], [6, 6, 6, 6, 2], [2, 0, 0, 0, 0]]] * 2)
+    scores, best = ch02.check_best_candidate.reference(logits, targets)
+    assert scores.shape == (2, 3) and best.shape == (2,)
+    for b in range(2):
+        for k in range(3):
+            loss = sequence_loss(logits[b, k][None], targets[b, k][None])  # the mean over the real tokens
+            assert torch.isclose(scores[b, k], -loss)
+    assert torch.equal(best, scores.argmax(-1))
 
 
 def test_last_real_state_is_what_packing_gives():

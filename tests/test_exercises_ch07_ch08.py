@@ -70,11 +70,11 @@ def test_noam_lambda_through_lambdalr_is_noam_schedule():
     assert rates["lambda"] == pytest.approx(rates["noam"], rel=1e-12)
 
 
-def test_uniform_smoothing_without_pad_sums_to_one_and_gives_the_true_class_its_share():
+def test_prior_smoothing_with_equal_counts_is_uniform_smoothing_without_pad():
     torch.manual_seed(4)
     V, eps = 7, 0.2
     logits, targets = torch.randn(2, 3, V, dtype=torch.float64), torch.tensor([[4, 2, 0], [5, 0, 0]])
-    loss = ch08.check_uniform_smoothed_loss.reference(logits, targets, eps, 0)
+    loss = ch08.check_prior_smoothed_loss.reference(logits, targets, eps, torch.full((V,), 3.0), 0)
     q = torch.full((V,), eps / (V - 1), dtype=torch.float64)
     q[0] = 0
     q[4] += 1 - eps

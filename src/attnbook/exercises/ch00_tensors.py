@@ -88,6 +88,13 @@ check_stable_log_softmax = Checker(
         "torch.logsumexp": lambda x, dim=-1: x - torch.logsumexp(x, dim, keepdim=True),
         "torch.Tensor.logsumexp": lambda x, dim=-1: x - x.logsumexp(dim, keepdim=True),
     },
+    refuses=(
+        "torch.ops.aten._log_softmax",
+        "torch.ops.aten.special_log_softmax",
+        "torch.ops.aten.special_logsumexp",
+        "torch.nn.LogSoftmax",
+        "d2l.*",
+    ),
 )
 
 
@@ -120,6 +127,25 @@ def _penalty_added(queries, keys, slope):
 
 _gen = torch.Generator().manual_seed(0)
 
+
+def _penalized_case(n):
+    g = torch.Generator().manual_seed(n)
+    return Case(
+        f"{n} queries and {n} keys", (torch.randn(2, n, 4, generator=g), torch.randn(2, n, 4, generator=g), 0.5)
+    )
+
+
+def _penalized_looped(queries, keys, slope):
+    """Right, but one Python step per query and key: the mistake 'a Python loop'."""
+    T, S = queries.shape[-2], keys.shape[-2]
+    scores = queries @ keys.transpose(-2, -1) / math.sqrt(queries.shape[-1])
+    out = scores.clone()
+    for i in range(T):
+        for j in range(S):
+            out[:, i, j] = scores[:, i, j] - slope * abs(j - i)
+    return out
+
+
 check_penalized_scores = Checker(
     "penalized_scores",
     reference=_penalized_scores,
@@ -148,4 +174,7 @@ check_penalized_scores = Checker(
             _penalty_added,
         ),
     ],
+    refuses=("d2l.*",),
+    loop_free=("positions", _penalized_case),
+    looped=_penalized_looped,
 )

@@ -49,6 +49,22 @@ def _pair_with_collate(tgt, lengths, bos_id=1, eos_id=2, pad_id=0):
     return batch.tgt_in, batch.tgt_out
 
 
+def _dit_case(n):
+    lengths = torch.arange(n) % 4 + 1
+    tgt = (torch.arange(n * 4).reshape(n, 4) % 7 + 3) * (torch.arange(4)[None, :] < lengths[:, None])
+    return Case(f"{n} sentences", (tgt, lengths))
+
+
+def _dit_looped(tgt, lengths, bos_id=1, eos_id=2, pad_id=0):
+    """Right, but one Python step per sentence: the mistake 'a Python loop'."""
+    B, T = tgt.shape
+    tgt_in = torch.cat([torch.full((B, 1), bos_id, dtype=tgt.dtype), tgt], dim=1)
+    tgt_out = torch.cat([tgt, torch.full((B, 1), pad_id, dtype=tgt.dtype)], dim=1)
+    for b in range(B):
+        tgt_out[b, lengths[b]] = eos_id
+    return tgt_in, tgt_out
+
+
 check_decoder_input_and_target = Checker(
     "decoder_input_and_target",
     reference=_decoder_input_and_target,
@@ -84,6 +100,9 @@ check_decoder_input_and_target = Checker(
         ),
     ],
     forbidden={"attnbook.data.collate": _pair_with_collate},
+    refuses=("attnbook.data.batches.*", "d2l.*"),
+    loop_free=("sentences", _dit_case),
+    looped=_dit_looped,
 )
 
 
@@ -184,6 +203,7 @@ check_clipped_precision_multi = Checker(
         "attnbook.metrics.clipped_matches": _multi_with_library,
         "attnbook.metrics.bleu_stats": _multi_with_bleu_stats,
     },
+    refuses=("attnbook.metrics.d2l_bleu", "attnbook.metrics.corpus_bleu", "sacrebleu.*", "d2l.*"),
 )
 
 
@@ -262,4 +282,11 @@ check_corpus_brevity_penalty = Checker(
         "attnbook.metrics.brevity_penalty": _bp_with_library,
         "attnbook.metrics.bleu_stats": _bp_with_bleu_stats,
     },
+    refuses=(
+        "attnbook.metrics._closest_length",
+        "attnbook.metrics.corpus_bleu",
+        "attnbook.metrics.sacrebleu_bleu",
+        "sacrebleu.*",
+        "d2l.*",
+    ),
 )

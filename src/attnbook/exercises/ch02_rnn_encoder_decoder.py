@@ -3,93 +3,144 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from ..train import sequence_loss
-from . import Case, Checker, Mistake
+from . import CROSS_ENTROPY, Case, Checker, Mistake
 
-__all__ = ["check_sentence_log_probs", "check_gru_step", "check_last_real_state", "check_trim_after_eos"]
+__all__ = ["check_best_candidate", "check_gru_step", "check_last_real_state", "check_trim_after_eos"]
 
 _gen = torch.Generator().manual_seed(2)
 
 
-# --- Exercise: the log-probability of each sentence under teacher forcing ---------------------------------------------
+# --- Exercise: pick the best of several candidate translations, per word ---------------------------------------
 
 
-def _sentence_log_probs(logits, targets, pad_id=0):
-    log_probs = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0]  # (B, T): log p(y_t | ...)
-    return (log_probs * (targets != pad_id)).sum(dim=1)  # (B,): summed over each sentence's real tokens
+def _candidate_scores(logits, targets, pad_id=0, divide_by="real", raw=False, score_padding=False):
+    picked = logits if raw else torch.log_softmax(logits, dim=-1)
+    picked = picked.gather(-1, targets[..., None])[..., 0]  # (B, K, T): log p(y_t | ...) of each candidate's tokens
+    real = torch.ones_like(targets, dtype=torch.bool) if score_padding else targets != pad_id
+    total = (picked * real).sum(dim=-1)  # (B, K)
+    if divide_by == "nothing":
+        return total
+    if divide_by == "T":
+        return total / targets.shape[-1]
+    return total / real.sum(dim=-1)
 
 
-def _slp_padding_counted(logits, targets, pad_id=0):
-    return torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0].sum(dim=1)
+def _best_candidate(logits, targets, pad_id=0):
+    scores = _candidate_scores(logits, targets, pad_id)  # (B, K): mean log-probability per real token
+    return scores, scores.argmax(dim=-1)
 
 
-def _slp_averaged(logits, targets, pad_id=0):
-    real = targets != pad_id
-    return _sentence_log_probs(logits, targets, pad_id) / real.sum(dim=1)
+def _bc_summed(logits, targets, pad_id=0):
+    scores = _candidate_scores(logits, targets, pad_id, divide_by="nothing")
+    return scores, scores.argmax(dim=-1)
 
 
-def _slp_raw_logits(logits, targets, pad_id=0):
-    return (logits.gather(-1, targets[..., None])[..., 0] * (targets != pad_id)).sum(dim=1)
+def _bc_over_padded_length(logits, targets, pad_id=0):
+    scores = _candidate_scores(logits, targets, pad_id, divide_by="T")
+    return scores, scores.argmax(dim=-1)
 
 
-def _slp_one_number(logits, targets, pad_id=0):
-    return _sentence_log_probs(logits, targets, pad_id).sum()
+def _bc_padding_scored(logits, targets, pad_id=0):
+    scores = _candidate_scores(logits, targets, pad_id, score_padding=True)
+    return scores, scores.argmax(dim=-1)
 
 
-def _slp_with_library(logits, targets, pad_id=0):
-    return torch.stack(
-        [-sequence_loss(logits[b : b + 1], targets[b : b + 1], pad_id, reduction="sum") for b in range(len(targets))]
-    )
+def _bc_raw_logits(logits, targets, pad_id=0):
+    scores = _candidate_scores(logits, targets, pad_id, raw=True)
+    return scores, scores.argmax(dim=-1)
+
+
+def _bc_least_likely(logits, targets, pad_id=0):
+    scores = _candidate_scores(logits, targets, pad_id)
+    return scores, scores.argmin(dim=-1)
+
+
+def _bc_with_library(logits, targets, pad_id=0):
+    B, K, T, V = logits.shape
+    pairs = zip(logits.reshape(B * K, T, V), targets.reshape(B * K, T))
+    total = torch.stack([-sequence_loss(lo[None], t[None], pad_id, reduction="sum") for lo, t in pairs])
+    scores = total.reshape(B, K) / (targets != pad_id).sum(-1)
+    return scores, scores.argmax(dim=-1)
+
+
+def _bc_with_torch(logits, targets, pad_id=0):
+    B, K, T, V = logits.shape
+    nll = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), ignore_index=pad_id, reduction="none")
+    scores = -nll.reshape(B, K, T).sum(-1) / (targets != pad_id).sum(-1)
+    return scores, scores.argmax(dim=-1)
 
 
 _gs = torch.Generator().manual_seed(21)
 
-check_sentence_log_probs = Checker(
-    "sentence_log_probs",
-    reference=_sentence_log_probs,
+
+def _bc_logits(*shape):
+    return 2 * torch.randn(*shape, generator=_gs, dtype=torch.float64)
+
+
+check_best_candidate = Checker(
+    "best_candidate",
+    reference=_best_candidate,
     cases=[
         Case(
-            "one sentence of 3 tokens, no padding, V=4",
-            (torch.randn(1, 3, 4, generator=_gs), torch.tensor([[3, 1, 2]])),
+            "one sentence, 2 candidates of 3 tokens, no padding, V=5",
+            (_bc_logits(1, 2, 3, 5), torch.tensor([[[3, 1, 2], [4, 4, 2]]])),
         ),
         Case(
-            "lengths 4 and 2, padded to 4, V=6",
-            (torch.randn(2, 4, 6, generator=_gs), torch.tensor([[4, 5, 3, 2], [5, 2, 0, 0]])),
+            "2 sentences, 3 candidates of lengths 2 to 5, V=6",
+            (
+                _bc_logits(2, 3, 5, 6),
+                torch.tensor(
+                    [
+                        [[4, 2, 0, 0, 0], [5, 3, 1, 4, 2], [3, 3, 2, 0, 0]],
+                        [[1, 5, 4, 3, 2], [2, 0, 0, 0, 0], [4, 2, 0, 0, 0]],
+                    ]
+                ),
+            ),
         ),
         Case(
-            "<pad> is id 7 here",
-            (torch.randn(3, 3, 8, generator=_gs), torch.tensor([[1, 2, 7], [3, 7, 7], [4, 5, 6]])),
+            "<pad> is id 7, a short and a long candidate, V=8",
+            (_bc_logits(2, 2, 4, 8), torch.tensor([[[1, 2, 7, 7], [3, 4, 5, 2]], [[6, 5, 4, 2], [1, 7, 7, 7]]])),
             {"pad_id": 7},
         ),
     ],
     mistakes=[
         Mistake(
+            "summed, not averaged",
+            "a sum of log-probabilities is lower the more words a candidate has, so it favours short translations; "
+            "divide each candidate's sum by its number of real tokens.",
+            _bc_summed,
+        ),
+        Mistake(
+            "averaged over the padded length",
+            "a candidate's padding is not part of it: divide by its own number of real tokens, "
+            "(targets != pad_id).sum(-1), not by T.",
+            _bc_over_padded_length,
+        ),
+        Mistake(
+            "padding scored",
+            "the log-probability the model gives <pad> after the end is no part of the translation: multiply by "
+            "targets != pad_id before summing, and count only those tokens.",
+            _bc_padding_scored,
+        ),
+        Mistake(
             "logits taken for log-probabilities",
             "a logit is not a log-probability: apply log_softmax over the vocabulary first, "
             "then pick the target's entry.",
-            _slp_raw_logits,
+            _bc_raw_logits,
         ),
         Mistake(
-            "padding counted",
-            "the padding positions are not words of the sentence: multiply the per-token log-probabilities by "
-            "targets != pad_id before summing.",
-            _slp_padding_counted,
-        ),
-        Mistake(
-            "averaged, not summed",
-            "the probability of a sentence is the product of its tokens' probabilities: sum their logs, do not "
-            "average them.",
-            _slp_averaged,
-        ),
-        Mistake(
-            "one number for the batch",
-            "return one log-probability per sentence, shape (B,): sum over the time axis only (dim=1).",
-            _slp_one_number,
+            "the least likely chosen",
+            "the best candidate has the HIGHEST mean log-probability (the lowest loss): argmax over the candidates.",
+            _bc_least_likely,
         ),
     ],
-    atol=1e-4,
-    forbidden={"attnbook.train.sequence_loss": _slp_with_library},
+    atol=1e-9,
+    rtol=1e-7,
+    forbidden={"attnbook.train.sequence_loss": _bc_with_library, "torch.nn.functional.cross_entropy": _bc_with_torch},
+    refuses=CROSS_ENTROPY,
 )
 
 
@@ -180,6 +231,13 @@ check_gru_step = Checker(
         ),
     ],
     forbidden={"torch.nn.GRUCell": _gru_with_cell, "torch.nn.GRU": _gru_with_layer},
+    refuses=(
+        "torch.ops.aten.gru_cell",
+        "torch.ops.aten._thnn_fused_gru_cell",
+        "torch.ops.aten.gru",
+        "attnbook.rnn.*",
+        "d2l.*",
+    ),
 )
 
 
@@ -201,6 +259,17 @@ def _one_past_the_end(outputs, lengths):
 
 def _first_position(outputs, lengths):
     return outputs[:, 0]
+
+
+def _lrs_case(n):
+    return Case(
+        f"{n} sentences", (torch.randn(n, 5, 3, generator=torch.Generator().manual_seed(n)), torch.arange(n) % 5 + 1)
+    )
+
+
+def _lrs_looped(outputs, lengths):
+    """Right, but one Python step per sentence: the mistake 'a Python loop'."""
+    return torch.stack([outputs[b, lengths[b] - 1] for b in range(outputs.shape[0])])
 
 
 check_last_real_state = Checker(
@@ -231,6 +300,9 @@ check_last_real_state = Checker(
             _first_position,
         ),
     ],
+    refuses=("torch.nn.utils.rnn.*", "d2l.*"),
+    loop_free=("sentences", _lrs_case),
+    looped=_lrs_looped,
 )
 
 
@@ -260,6 +332,24 @@ def _trim_with_argmax(ids, eos_id=2, pad_id=0):
     return ids.masked_fill(positions > first[:, None], pad_id)
 
 
+def _trim_case(n):
+    ids = torch.arange(n * n).reshape(n, n) % 5 + 2  # an <eos> (2) every five tokens
+    return Case(f"{n} sentences of {n} tokens", (ids,))
+
+
+def _trim_looped(ids, eos_id=2, pad_id=0):
+    """Right, but one Python step per token: the mistake 'a Python loop'."""
+    out = ids.clone()
+    for row in out:
+        ended = False
+        for t in range(row.shape[0]):
+            if ended:
+                row[t] = pad_id
+            elif row[t] == eos_id:
+                ended = True
+    return out
+
+
 check_trim_after_eos = Checker(
     "trim_after_eos",
     reference=_trim_after_eos,
@@ -287,4 +377,7 @@ check_trim_after_eos = Checker(
             _trim_at_last_eos,
         ),
     ],
+    refuses=("attnbook.decode.cut_at_eos", "attnbook.decode.ids_to_tokens", "d2l.*"),
+    loop_free=("sentences and positions", _trim_case),
+    looped=_trim_looped,
 )

@@ -8,7 +8,7 @@ import torch
 
 from ..attention import masked_softmax
 from ..masks import padding_mask
-from . import Case, Checker, Mistake
+from . import FUSED_ATTENTION, Case, Checker, Mistake
 
 __all__ = [
     "check_masked_softmax_per_query",
@@ -106,6 +106,7 @@ check_masked_softmax_per_query = Checker(
         "attnbook.attention.masked_softmax": _pq_with_library,
         "attnbook.masks.padding_mask": _pq_with_padding_mask,
     },
+    refuses=("attnbook.attention.attention_mask", "d2l.*"),
 )
 
 
@@ -188,6 +189,13 @@ check_general_attention = Checker(
             _general_softmax_over_queries,
         ),
     ],
+    refuses=(
+        FUSED_ATTENTION,
+        "torch.nn.functional.bilinear",
+        "torch.ops.aten._trilinear",
+        "torch.nn.Bilinear",
+        "attnbook.attention.AdditiveAttention",
+    ),
 )
 
 
@@ -269,6 +277,7 @@ check_diagonal_attention = Checker(
             _diagonal_width_not_squared,
         ),
     ],
+    refuses=("d2l.*",),
 )
 
 
@@ -326,6 +335,25 @@ def _links(rows: list[list[tuple[int, ...]]], S: int) -> torch.Tensor:
     return links
 
 
+def _alignment_case(n):
+    g = torch.Generator().manual_seed(n)
+    weights = torch.rand(n, n, n, generator=g).softmax(-1)
+    links = torch.rand(n, n, n, generator=g) > 0.6
+    links[:, 0, 0] = True
+    return Case(f"{n} sentences of {n} words", (weights, links))
+
+
+def _alignment_looped(weights, links):
+    """Right, but one Python step per target word: the mistake 'a Python loop'."""
+    hits = linked = 0
+    for b in range(weights.shape[0]):
+        for t in range(weights.shape[1]):
+            if links[b, t].any():
+                linked += 1
+                hits += bool(links[b, t, weights[b, t].argmax()])
+    return hits / linked
+
+
 check_alignment_accuracy = Checker(
     "alignment_accuracy",
     reference=_alignment_accuracy,
@@ -375,4 +403,7 @@ check_alignment_accuracy = Checker(
             _alignment_mean_of_sentences,
         ),
     ],
+    refuses=("d2l.*",),
+    loop_free=("sentences and words", _alignment_case),
+    looped=_alignment_looped,
 )

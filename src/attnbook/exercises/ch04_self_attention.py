@@ -7,11 +7,16 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..attention import DotProductAttention, scaled_dot_product_attention
+from ..attention import scaled_dot_product_attention
 from ..masks import padding_mask
-from . import Case, Checker, Mistake
+from . import FUSED_ATTENTION, NO_MODEL, Case, Checker, Mistake
 
-__all__ = ["check_cross_attention", "check_local_attention", "check_unshuffle", "check_conv_layers_to_connect"]
+__all__ = [
+    "check_two_source_attention",
+    "check_local_global_attention",
+    "check_unshuffle",
+    "check_conv_layers_to_connect",
+]
 
 _gen = torch.Generator().manual_seed(4)
 
@@ -30,160 +35,221 @@ def _attend(q, k, v, ignore, scale_width=None, fill=None):
     return weights @ v
 
 
-# --- Exercise: cross-attention between two sequences of different lengths ------------------------------------------
+# --- Exercise: a target reading two sources at once --------------------------------------------------------------
 
 
-def _cross_attention(y, x, x_padding_mask, w_q, w_k, w_v):
-    return _attend(y @ w_q, x @ w_k, x @ w_v, x_padding_mask[:, None, :])
+def _two_sources(y, x1, mask1, x2, mask2, w_q, w_k, w_v, scale_width=None, pads=(True, True), joint=True, mean=True):
+    q = y @ w_q
+    if joint:  # one softmax over the keys of both sources
+        x = torch.cat([x1, x2], dim=1)  # (B, S1 + S2, d_x)
+        m1 = mask1 if pads[0] else torch.zeros_like(mask1)
+        m2 = mask2 if pads[1] else torch.zeros_like(mask2)
+        mask = torch.cat([m1, m2], dim=1)
+        return _attend(q, x @ w_k, x @ w_v, mask[:, None, :], scale_width=scale_width)
+    first = _attend(q, x1 @ w_k, x1 @ w_v, mask1[:, None, :], scale_width=scale_width)
+    second = _attend(q, x2 @ w_k, x2 @ w_v, mask2[:, None, :], scale_width=scale_width)
+    return (first + second) / 2 if mean else first + second
 
 
-def _cross_no_mask(y, x, x_padding_mask, w_q, w_k, w_v):
-    return _attend(y @ w_q, x @ w_k, x @ w_v, None)
+def _two_source_attention(y, x1, mask1, x2, mask2, w_q, w_k, w_v):
+    return _two_sources(y, x1, mask1, x2, mask2, w_q, w_k, w_v)
 
 
-def _cross_model_width(y, x, x_padding_mask, w_q, w_k, w_v):
-    return _attend(y @ w_q, x @ w_k, x @ w_v, x_padding_mask[:, None, :], scale_width=y.shape[-1])
+def _ts_averaged(y, x1, mask1, x2, mask2, w_q, w_k, w_v):
+    return _two_sources(y, x1, mask1, x2, mask2, w_q, w_k, w_v, joint=False)
 
 
-def _cross_values_unprojected(y, x, x_padding_mask, w_q, w_k, w_v):
-    return _attend(y @ w_q, x @ w_k, x, x_padding_mask[:, None, :])
+def _ts_added(y, x1, mask1, x2, mask2, w_q, w_k, w_v):
+    return _two_sources(y, x1, mask1, x2, mask2, w_q, w_k, w_v, joint=False, mean=False)
 
 
-def _cross_with_library(y, x, x_padding_mask, w_q, w_k, w_v):
-    return scaled_dot_product_attention(y @ w_q, x @ w_k, x @ w_v, x_padding_mask[:, None, :])[0]
+def _ts_second_padding_read(y, x1, mask1, x2, mask2, w_q, w_k, w_v):
+    return _two_sources(y, x1, mask1, x2, mask2, w_q, w_k, w_v, pads=(True, False))
 
 
-def _cross_with_module(y, x, x_padding_mask, w_q, w_k, w_v):
-    return DotProductAttention()(y @ w_q, x @ w_k, x @ w_v, x_padding_mask)[0]
+def _ts_first_padding_read(y, x1, mask1, x2, mask2, w_q, w_k, w_v):
+    return _two_sources(y, x1, mask1, x2, mask2, w_q, w_k, w_v, pads=(False, True))
 
 
-def _cross_with_torch(y, x, x_padding_mask, w_q, w_k, w_v):
-    return F.scaled_dot_product_attention(y @ w_q, x @ w_k, x @ w_v, attn_mask=~x_padding_mask[:, None, :])
+def _ts_model_width(y, x1, mask1, x2, mask2, w_q, w_k, w_v):
+    return _two_sources(y, x1, mask1, x2, mask2, w_q, w_k, w_v, scale_width=y.shape[-1])
 
 
-def _cross_inputs(B, T, S, d_y, d_x, d_k, d_v, lengths):
+def _ts_with_torch(y, x1, mask1, x2, mask2, w_q, w_k, w_v):
+    x, mask = torch.cat([x1, x2], dim=1), torch.cat([mask1, mask2], dim=1)
+    return F.scaled_dot_product_attention(y @ w_q, x @ w_k, x @ w_v, attn_mask=~mask[:, None, :])
+
+
+def _ts_with_library(y, x1, mask1, x2, mask2, w_q, w_k, w_v):
+    x, mask = torch.cat([x1, x2], dim=1), torch.cat([mask1, mask2], dim=1)
+    return scaled_dot_product_attention(y @ w_q, x @ w_k, x @ w_v, mask[:, None, :])[0]
+
+
+def _ts_inputs(B, T, S1, S2, d_y, d_x, d_k, d_v, lengths1, lengths2):
     return (
         _randn(B, T, d_y),
-        _randn(B, S, d_x),
-        padding_mask(torch.tensor(lengths), S),
+        _randn(B, S1, d_x),
+        padding_mask(torch.tensor(lengths1), S1),
+        _randn(B, S2, d_x),
+        padding_mask(torch.tensor(lengths2), S2),
         _randn(d_y, d_k) / math.sqrt(d_y),
         _randn(d_x, d_k) / math.sqrt(d_x),
         _randn(d_x, d_v) / math.sqrt(d_x),
     )
 
 
-check_cross_attention = Checker(
-    "cross_attention",
-    reference=_cross_attention,
+check_two_source_attention = Checker(
+    "two_source_attention",
+    reference=_two_source_attention,
     cases=[
         Case(
-            "2 target tokens reading 3 source tokens, all widths 4, no padding", _cross_inputs(1, 2, 3, 4, 4, 4, 4, [3])
+            "2 target tokens reading 3 + 2 source tokens, all widths 4, no padding",
+            _ts_inputs(1, 2, 3, 2, 4, 4, 4, 4, [3], [2]),
         ),
         Case(
-            "B=2, 4 target tokens (width 6) reading 5 source tokens (width 8), source lengths 5 and 2",
-            _cross_inputs(2, 4, 5, 6, 8, 2, 3, [5, 2]),
+            "B=2, 4 target tokens (width 6) reading 5 + 3 tokens (width 8), lengths 5, 2 and 3, 1",
+            _ts_inputs(2, 4, 5, 3, 6, 8, 2, 3, [5, 2], [3, 1]),
         ),
         Case(
-            "B=2, 3 target tokens (width 8) reading 6 source tokens (width 4), source lengths 1 and 6",
-            _cross_inputs(2, 3, 6, 8, 4, 2, 5, [1, 6]),
+            "B=2, 3 target tokens (width 8) reading 2 + 6 tokens (width 4), lengths 1, 2 and 6, 4",
+            _ts_inputs(2, 3, 2, 6, 8, 4, 2, 5, [1, 2], [6, 4]),
         ),
     ],
     mistakes=[
         Mistake(
-            "padding ignored",
-            "the source's padded tokens must get weight 0: mask the keys with x_padding_mask[:, None, :], "
-            "(B, 1, S), the same for every target token.",
-            _cross_no_mask,
+            "two softmaxes, averaged",
+            "a target token has one budget of attention to share among all the keys it can read: join the keys (and "
+            "the values, and the masks) of both sources along the sequence axis and take ONE softmax, so that a "
+            "source with the better matches gets more of the weight.",
+            _ts_averaged,
+        ),
+        Mistake(
+            "two softmaxes, added",
+            "adding two attention outputs gives weights that sum to 2; join the two sources' keys and take "
+            "one softmax.",
+            _ts_added,
+        ),
+        Mistake(
+            "the second source's padding read",
+            "join the masks as you join the keys, torch.cat([mask1, mask2], dim=1), so that the padding of both "
+            "sources gets weight 0.",
+            _ts_second_padding_read,
+        ),
+        Mistake(
+            "the first source's padding read",
+            "join the masks as you join the keys, torch.cat([mask1, mask2], dim=1), so that the padding of both "
+            "sources gets weight 0.",
+            _ts_first_padding_read,
         ),
         Mistake(
             "scaled by the model width",
             "d_k is the width of the projected queries and keys, (y @ w_q).shape[-1], not the width of y.",
-            _cross_model_width,
-        ),
-        Mistake(
-            "values not projected",
-            "the values are x @ w_v, width d_v: a target token gathers projected source vectors.",
-            _cross_values_unprojected,
+            _ts_model_width,
         ),
     ],
     forbidden={
-        "attnbook.attention.scaled_dot_product_attention": _cross_with_library,
-        "attnbook.attention.DotProductAttention": _cross_with_module,
-        "torch.nn.functional.scaled_dot_product_attention": _cross_with_torch,
+        "torch.nn.functional.scaled_dot_product_attention": _ts_with_torch,
+        "attnbook.attention.scaled_dot_product_attention": _ts_with_library,
     },
+    refuses=FUSED_ATTENTION,
 )
 
 
-# --- Exercise: local (windowed) attention with padding ---------------------------------------------------------------
+# --- Exercise: local attention with one global token, for a padded batch -------------------------------------------
 
 
-def _local_ignore(T, key_padding_mask, half_width, strict=False):
+def _window_ignore(T, key_padding_mask, half_width, key_global=True, query_global=True, window=True, padding=True):
     position = torch.arange(T)
-    distance = (position[:, None] - position[None, :]).abs()
-    outside = distance >= half_width if strict else distance > half_width  # (T, T)
-    return outside[None] | key_padding_mask[:, None, :]  # (B, T, T)
+    outside = (position[:, None] - position[None, :]).abs() > half_width if window else torch.zeros(T, T, dtype=bool)
+    if key_global:  # every query also reads token 0
+        outside = outside & (position[None, :] != 0)
+    if query_global:  # token 0 reads every token
+        outside = outside & (position[:, None] != 0)
+    return (
+        outside[None] | key_padding_mask[:, None, :] if padding else outside[None].expand(len(key_padding_mask), -1, -1)
+    )
 
 
-def _local_attention(q, k, v, key_padding_mask, half_width):
-    return _attend(q, k, v, _local_ignore(q.shape[1], key_padding_mask, half_width))
+def _local_global_attention(q, k, v, key_padding_mask, half_width):
+    return _attend(q, k, v, _window_ignore(q.shape[1], key_padding_mask, half_width))
 
 
-def _local_no_padding(q, k, v, key_padding_mask, half_width):
-    return _attend(q, k, v, _local_ignore(q.shape[1], torch.zeros_like(key_padding_mask), half_width))
+def _lg_band_only(q, k, v, key_padding_mask, half_width):
+    return _attend(q, k, v, _window_ignore(q.shape[1], key_padding_mask, half_width, False, False))
 
 
-def _local_no_window(q, k, v, key_padding_mask, half_width):
-    return _attend(q, k, v, key_padding_mask[:, None, :])
+def _lg_nobody_reads_it(q, k, v, key_padding_mask, half_width):
+    return _attend(q, k, v, _window_ignore(q.shape[1], key_padding_mask, half_width, key_global=False))
 
 
-def _local_too_narrow(q, k, v, key_padding_mask, half_width):
-    return _attend(q, k, v, _local_ignore(q.shape[1], key_padding_mask, half_width, strict=True))
+def _lg_it_reads_its_window(q, k, v, key_padding_mask, half_width):
+    return _attend(q, k, v, _window_ignore(q.shape[1], key_padding_mask, half_width, query_global=False))
 
 
-def _local_minus_inf(q, k, v, key_padding_mask, half_width):
-    return _attend(q, k, v, _local_ignore(q.shape[1], key_padding_mask, half_width), fill=float("-inf"))
+def _lg_no_window(q, k, v, key_padding_mask, half_width):
+    return _attend(q, k, v, _window_ignore(q.shape[1], key_padding_mask, half_width, window=False))
 
 
-_q, _k, _v = _randn(2, 6, 4), _randn(2, 6, 4), _randn(2, 6, 3)
+def _lg_padding_ignored(q, k, v, key_padding_mask, half_width):
+    return _attend(q, k, v, _window_ignore(q.shape[1], key_padding_mask, half_width, padding=False))
 
-check_local_attention = Checker(
-    "local_attention",
-    reference=_local_attention,
+
+def _lg_minus_inf(q, k, v, key_padding_mask, half_width):
+    return _attend(q, k, v, _window_ignore(q.shape[1], key_padding_mask, half_width), fill=float("-inf"))
+
+
+_q, _k, _v = _randn(2, 7, 4), _randn(2, 7, 4), _randn(2, 7, 3)
+
+check_local_global_attention = Checker(
+    "local_global_attention",
+    reference=_local_global_attention,
     cases=[
         Case(
-            "one sentence of 5 tokens, no padding, half-width 1",
-            (_q[:1, :5], _k[:1, :5], _v[:1, :5], padding_mask(torch.tensor([5]), 5), 1),
+            "one sentence of 7 tokens, no padding, half-width 1",
+            (_q[:1], _k[:1], _v[:1], padding_mask(torch.tensor([7]), 7), 1),
         ),
-        Case("lengths 6 and 4, half-width 2", (_q, _k, _v, padding_mask(torch.tensor([6, 4]), 6), 2)),
+        Case("lengths 7 and 5, half-width 1", (_q, _k, _v, padding_mask(torch.tensor([7, 5]), 7), 1)),
         Case(
-            "lengths 6 and 2, half-width 1: query 4 of the short sentence sees only padding",
-            (_q, _k, _v, padding_mask(torch.tensor([6, 2]), 6), 1),
+            "lengths 7 and 0 (a sentence that is all padding), half-width 2",
+            (_q, _k, _v, padding_mask(torch.tensor([7, 0]), 7), 2),
         ),
     ],
     mistakes=[
         Mistake(
-            "window ignored",
-            "each query i sees only the keys j with |i - j| <= half_width: "
-            "combine the band with the padding mask using |.",
-            _local_no_window,
+            "no global token",
+            "token 0 is global both ways: every query reads key 0 whatever the distance, and query 0 reads every real "
+            "key. A band alone leaves distant tokens connected only through a chain of windows.",
+            _lg_band_only,
         ),
         Mistake(
-            "window one too narrow",
-            "the window includes its edges: keys at distance exactly half_width are seen; mask |i - j| > half_width.",
-            _local_too_narrow,
+            "the global token reads everyone, but nobody reads it",
+            "a global token works both ways: also let every query read key 0 (clear column 0 of the band mask).",
+            _lg_nobody_reads_it,
+        ),
+        Mistake(
+            "the global token reads only its window",
+            "query 0 must read every real key (clear row 0 of the band mask), or it gathers nothing from afar.",
+            _lg_it_reads_its_window,
+        ),
+        Mistake(
+            "window ignored",
+            "apart from token 0, query i reads only the keys with |i - j| <= half_width.",
+            _lg_no_window,
         ),
         Mistake(
             "padding ignored",
-            "padded keys inside a window must still get weight 0: combine the band with key_padding_mask[:, None, :].",
-            _local_no_padding,
+            "padded keys get weight 0 even inside a window or in the global column: combine the pattern with "
+            "key_padding_mask[:, None, :] using |.",
+            _lg_padding_ignored,
         ),
         Mistake(
             "-inf fill",
-            "a query whose window holds only padding has no key left, and -inf gives it NaN (0/0); fill with the most "
-            "negative finite number and zero the masked weights, so its output is 0.",
-            _local_minus_inf,
+            "a sentence that is all padding leaves its queries no key, and -inf gives them NaN (0/0); fill with the "
+            "most negative finite number and zero the masked weights, so that their output is 0.",
+            _lg_minus_inf,
         ),
     ],
+    refuses=("d2l.*",),  # attention with a mask is the building block here; the pattern is the answer
 )
 
 
@@ -223,6 +289,7 @@ check_unshuffle = Checker(
             _unshuffle_features,
         ),
     ],
+    refuses=("d2l.*",),
 )
 
 
@@ -263,4 +330,5 @@ check_conv_layers_to_connect = Checker(
             _conv_n_over_k,
         ),
     ],
+    refuses=(NO_MODEL, "torch.ops.aten.convolution", "torch.ops.aten.conv1d"),
 )

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from ..attention import MultiHeadAttention
 from ..masks import causal_mask, padding_mask
-from . import Case, Checker, Mistake
+from . import NO_MODEL, PYTORCH_ATTENTION, Case, Checker, Mistake
 
 __all__ = [
     "check_grouped_query_attention",
@@ -115,6 +115,7 @@ check_grouped_query_attention = Checker(
     ],
     atol=1e-9,
     forbidden={"torch.nn.functional.scaled_dot_product_attention": _gqa_with_torch},
+    refuses=PYTORCH_ATTENTION,
 )
 
 
@@ -167,6 +168,7 @@ check_gqa_parameter_count = Checker(
             _count_kv_once,
         ),
     ],
+    refuses=(NO_MODEL, "attnbook.attention.*"),
 )
 
 
@@ -265,6 +267,7 @@ check_attention_with_head_gates = Checker(
         "attnbook.attention.MultiHeadAttention": _gated_with_library,
         "torch.nn.MultiheadAttention": _gated_with_torch,
     },
+    refuses=PYTORCH_ATTENTION,
 )
 
 
@@ -325,4 +328,12 @@ check_new_queries_mask = Checker(
         ),
     ],
     forbidden={"attnbook.masks.causal_mask": _new_queries_with_library},
+    refuses=(
+        "attnbook.attention.attention_mask",
+        "torch.nn.attention.bias.causal_lower_right",
+        "torch.nn.attention.bias.causal_upper_left",
+        "torch.nn.attention.bias.CausalBias",
+        "torch.nn.Transformer.generate_square_subsequent_mask",
+        "d2l.*",
+    ),
 )

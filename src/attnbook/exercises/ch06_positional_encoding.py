@@ -49,6 +49,14 @@ def _table_swapped(length, d):
     return torch.stack([angles.cos(), angles.sin()], -1).reshape(length, d).float()
 
 
+def _table_angles_in_float32(length, d):
+    angles = torch.arange(length, dtype=torch.float32)[:, None] * _freqs(d).float()
+    table = torch.zeros(length, d)
+    table[:, 0::2] = angles.sin()
+    table[:, 1::2] = angles.cos()
+    return table
+
+
 def _table_from_library(length, d):
     return sinusoidal_table(length, d, dtype=torch.float32)
 
@@ -65,7 +73,12 @@ def _table_from_library_frequencies(length, d):
 check_sinusoid_table_by_hand = Checker(
     "sinusoid_table_by_hand",
     reference=_sinusoid_table,
-    cases=[Case("4 positions, d=4", (4, 4)), Case("10 positions, d=8", (10, 8)), Case("50 positions, d=16", (50, 16))],
+    cases=[
+        Case("4 positions, d=4", (4, 4)),
+        Case("10 positions, d=8", (10, 8)),
+        Case("50 positions, d=16", (50, 16)),
+        Case("1000 positions, d=16: angles up to 999 radians, where float32 keeps 4 decimals", (1000, 16)),
+    ],
     mistakes=[
         Mistake(
             "sines and cosines in halves",
@@ -80,12 +93,21 @@ check_sinusoid_table_by_hand = Checker(
             _table_exponent_i,
         ),
         Mistake("sine and cosine swapped", "even columns hold sin(ω p), odd columns cos(ω p).", _table_swapped),
+        Mistake(
+            "angles in float32",
+            "an angle of 999 radians holds only about 4 decimals in float32, so its sine is off by up to 1e-5; compute "
+            "positions, frequencies and angles in float64 (dtype=torch.float64) and convert the table at the end.",
+            _table_angles_in_float32,
+        ),
     ],
+    atol=2e-6,  # both tables are rounded to float32 from float64 values: they differ by a float32 step at most
+    rtol=0.0,
     forbidden={
         "attnbook.positional.sinusoidal_table": _table_from_library,
         "attnbook.positional.SinusoidalPositionalEncoding": _table_from_module,
         "attnbook.positional.sinusoid_frequencies": _table_from_library_frequencies,
     },
+    refuses=("attnbook.positional.*", "d2l.*"),
 )
 
 
@@ -168,6 +190,7 @@ check_rotate_by_position = Checker(
     ],
     atol=1e-9,
     forbidden={"attnbook.positional.rotation_for_offset": _rotate_with_matrices},
+    refuses=("d2l.*",),
 )
 
 
@@ -233,6 +256,11 @@ check_position_from_encoding = Checker(
             _position_not_wrapped,
         ),
     ],
+    refuses=(
+        "attnbook.positional.sinusoidal_table",
+        "attnbook.positional.SinusoidalPositionalEncoding",
+        "d2l.*",
+    ),
 )
 
 
@@ -269,6 +297,22 @@ _tab6 = (
 )
 _x6 = torch.randn(3, 5, 4, generator=torch.Generator().manual_seed(62), dtype=torch.float64)
 
+
+def _left_case(n):
+    x = torch.randn(n, 5, 4, generator=torch.Generator().manual_seed(n), dtype=torch.float64)
+    return Case(f"{n} sentences", (x, _tab6, torch.arange(n) % 6))
+
+
+def _left_looped(x, table, lengths):
+    """Right, but one Python step per sentence: the mistake 'a Python loop'."""
+    out = x.clone()
+    T = x.shape[1]
+    for b in range(x.shape[0]):
+        n = int(lengths[b])
+        out[b, T - n :] += table[:n]
+    return out
+
+
 check_add_positions_left_padded = Checker(
     "add_positions_left_padded",
     reference=_add_positions_left_padded,
@@ -292,4 +336,7 @@ check_add_positions_left_padded = Checker(
         ),
         Mistake("one position late", "the first real token is at position 0, so it gets row table[0].", _left_one_late),
     ],
+    refuses=("d2l.*",),
+    loop_free=("sentences", _left_case),
+    looped=_left_looped,
 )

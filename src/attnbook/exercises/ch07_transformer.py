@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from . import Case, Checker, Mistake
+from . import NO_MODEL, Case, Checker, Mistake
 
 __all__ = [
     "check_encoder_layer",
     "check_pre_ln_decoder_layer",
-    "check_decoder_masks",
+    "check_prefix_lm_mask",
     "check_transformer_parameter_count",
 ]
 
@@ -154,6 +154,13 @@ check_encoder_layer = Checker(
     ],
     atol=1e-9,
     rtol=1e-7,
+    refuses=(
+        "attnbook.transformer.*",
+        "torch.nn.TransformerEncoderLayer",
+        "torch.nn.TransformerEncoder",
+        "torch.ops.aten._transformer_encoder_layer_fwd",
+        "d2l.*",
+    ),
 )
 
 
@@ -289,77 +296,99 @@ check_pre_ln_decoder_layer = Checker(
     ],
     atol=1e-9,
     rtol=1e-7,
+    refuses=("attnbook.transformer.*", "torch.nn.TransformerDecoderLayer", "torch.nn.TransformerDecoder", "d2l.*"),
 )
 
 
-# --- Exercise: the decoder's two masks -------------------------------------------------------------------
+# --- Exercise: one mask for a decoder-only translator (source and target in one sequence) ---------------------
 
 
-def _decoder_masks(src_lengths, tgt_lengths, S, T):
-    future = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
-    tgt_pad = torch.arange(T)[None, :] >= tgt_lengths[:, None]  # (B, T)
-    src_pad = torch.arange(S)[None, :] >= src_lengths[:, None]  # (B, S)
-    self_mask = future[None] | tgt_pad[:, None, :]  # (B, T, T)
-    cross_mask = src_pad[:, None, :].expand(-1, T, -1).clone()  # (B, T, S): every query, the same source padding
-    return self_mask, cross_mask
+def _prefix_lm_mask(src_lengths, tgt_lengths, S, T, source_both_ways=True, source_reads_target=False, pads=(1, 1)):
+    position = torch.arange(S + T)
+    is_source = position < S
+    ignore = position[None, :] > position[:, None]  # (S+T, S+T): a key after its query
+    if source_both_ways:  # the source reads all of itself
+        ignore = ignore & ~(is_source[:, None] & is_source[None, :])
+    if source_reads_target:  # the mistake: source queries reading the target
+        ignore = ignore & ~is_source[:, None]
+    src_pad = (torch.arange(S)[None, :] >= src_lengths[:, None]) & bool(pads[0])  # (B, S)
+    tgt_pad = (torch.arange(T)[None, :] >= tgt_lengths[:, None]) & bool(pads[1])  # (B, T)
+    return ignore[None] | torch.cat([src_pad, tgt_pad], dim=1)[:, None, :]  # (B, S+T, S+T)
 
 
-def _dm_causal_cross(src_lengths, tgt_lengths, S, T):
-    self_mask, cross = _decoder_masks(src_lengths, tgt_lengths, S, T)
-    return self_mask, cross | torch.ones(T, S, dtype=torch.bool).triu(diagonal=1)
+def _plm_reference(src_lengths, tgt_lengths, S, T):
+    return _prefix_lm_mask(src_lengths, tgt_lengths, S, T)
 
 
-def _dm_cross_target_lengths(src_lengths, tgt_lengths, S, T):
-    self_mask, _ = _decoder_masks(src_lengths, tgt_lengths, S, T)
-    pad = torch.arange(S)[None, :] >= tgt_lengths[:, None]
-    return self_mask, pad[:, None, :].expand(-1, T, -1).clone()
+def _plm_causal_everywhere(src_lengths, tgt_lengths, S, T):
+    return _prefix_lm_mask(src_lengths, tgt_lengths, S, T, source_both_ways=False)
 
 
-def _dm_no_causal(src_lengths, tgt_lengths, S, T):
-    _, cross = _decoder_masks(src_lengths, tgt_lengths, S, T)
-    tgt_pad = torch.arange(T)[None, :] >= tgt_lengths[:, None]
-    return tgt_pad[:, None, :].expand(-1, T, -1).clone(), cross
+def _plm_source_reads_target(src_lengths, tgt_lengths, S, T):
+    return _prefix_lm_mask(src_lengths, tgt_lengths, S, T, source_reads_target=True)
 
 
-def _dm_padding_on_queries(src_lengths, tgt_lengths, S, T):
-    self_mask, _ = _decoder_masks(src_lengths, tgt_lengths, S, T)
-    tgt_pad = torch.arange(T)[None, :] >= tgt_lengths[:, None]  # (B, T): padded *queries*
-    return self_mask, tgt_pad[:, :, None].expand(-1, -1, S).clone()
+def _plm_source_padding_read(src_lengths, tgt_lengths, S, T):
+    return _prefix_lm_mask(src_lengths, tgt_lengths, S, T, pads=(0, 1))
 
 
-check_decoder_masks = Checker(
-    "decoder_masks",
-    reference=_decoder_masks,
+def _plm_target_padding_read(src_lengths, tgt_lengths, S, T):
+    return _prefix_lm_mask(src_lengths, tgt_lengths, S, T, pads=(1, 0))
+
+
+def _plm_encoder_decoder_pair(src_lengths, tgt_lengths, S, T):
+    """The two masks of an encoder-decoder, pasted side by side: the source never reads itself."""
+    mask = _prefix_lm_mask(src_lengths, tgt_lengths, S, T)
+    mask[:, :S, :S] = True
+    return mask
+
+
+check_prefix_lm_mask = Checker(
+    "prefix_lm_mask",
+    reference=_plm_reference,
     cases=[
-        Case("one pair, no padding, S=4, T=3", (torch.tensor([4]), torch.tensor([3]), 4, 3)),
-        Case("padded both sides, S=5, T=4", (torch.tensor([5, 2]), torch.tensor([2, 4]), 5, 4)),
-        Case("three pairs, S=3, T=6", (torch.tensor([1, 3, 2]), torch.tensor([6, 1, 4]), 3, 6)),
+        Case("one pair, no padding, S=3, T=2", (torch.tensor([3]), torch.tensor([2]), 3, 2)),
+        Case("padded both sides, S=4, T=3", (torch.tensor([4, 2]), torch.tensor([1, 3]), 4, 3)),
+        Case("three pairs, S=3, T=4", (torch.tensor([1, 3, 2]), torch.tensor([4, 1, 2]), 3, 4)),
     ],
     mistakes=[
         Mistake(
-            "causal cross-attention",
-            "cross-attention may look at every source position: the whole source is known before decoding "
-            "starts. Only its padding is masked.",
-            _dm_causal_cross,
+            "causal everywhere",
+            "the source is known before the first target word is written, so source positions read the whole real "
+            "source, later words included, as an encoder's do; only the target is causal.",
+            _plm_causal_everywhere,
         ),
         Mistake(
-            "cross mask from the target lengths",
-            "the keys of cross-attention are source positions: mask j >= src_lengths[b], a (B, T, S) mask.",
-            _dm_cross_target_lengths,
+            "the source reads the target",
+            "a source position must not read any target position: the target is what the model is asked to "
+            "predict, and a source that saw it would pass it to every later word.",
+            _plm_source_reads_target,
         ),
         Mistake(
-            "no causal mask",
-            "the decoder's self-attention must also hide the future, key j > query i: "
-            "combine triu(diagonal=1) with the padding.",
-            _dm_no_causal,
+            "source padding read",
+            "the source's padding columns (j >= src_lengths[b], j < S) are not words: mask them for every query.",
+            _plm_source_padding_read,
         ),
         Mistake(
-            "padding masked on the queries",
-            "a mask hides keys (the last axis); "
-            "mask the padded source keys for every query, not the padded target queries.",
-            _dm_padding_on_queries,
+            "target padding read",
+            "the target's padding columns (S + t for t >= tgt_lengths[b]) are not words either: mask them too.",
+            _plm_target_padding_read,
+        ),
+        Mistake(
+            "the source cannot read itself",
+            "in one sequence there is no encoder: the source reads itself through this mask, all of it, both ways.",
+            _plm_encoder_decoder_pair,
         ),
     ],
+    refuses=(
+        "attnbook.transformer.*",
+        "attnbook.attention.attention_mask",
+        "torch.nn.Transformer.generate_square_subsequent_mask",
+        "torch.nn.attention.bias.causal_upper_left",
+        "torch.nn.attention.bias.causal_lower_right",
+        "torch.nn.attention.bias.CausalBias",
+        "d2l.*",
+    ),
 )
 
 
@@ -444,4 +473,5 @@ check_transformer_parameter_count = Checker(
             _count_per_head,
         ),
     ],
+    refuses=(NO_MODEL, "attnbook.transformer.*", "attnbook.attention.*"),
 )

@@ -6,11 +6,11 @@ import math
 
 import torch
 
-from . import Case, Checker, Mistake
+from . import FUSED_ATTENTION, Case, Checker, Mistake
 
 __all__ = [
     "check_noam_lambda",
-    "check_uniform_smoothed_loss",
+    "check_prior_smoothed_loss",
     "check_beam_step",
     "check_cross_attention_steps",
 ]
@@ -83,121 +83,139 @@ check_noam_lambda = Checker(
     ],
     atol=1e-12,
     rtol=1e-9,
+    refuses=(
+        "attnbook.train.noam_lr",
+        "attnbook.train.NoamSchedule",
+        "attnbook.train.LinearDecaySchedule",
+        "attnbook.train.paper_optimizer",
+        "torch.optim.lr_scheduler.*",
+        "d2l.*",
+    ),
 )
 
 
-# --- Exercise: Szegedy's label smoothing with <pad> left out ---------------------------------------------
+# --- Exercise: label smoothing towards the words' frequencies, with <pad> left out ------------------------------
 
 
-def _uniform_smoothed_loss(logits, targets, eps, pad_id):
+def _prior_loss(logits, targets, eps, prior, pad_id, renormalize=True, use_prior=True, per_sentence=False, pads=False):
     V = logits.shape[-1]
     log_probs = torch.log_softmax(logits, dim=-1)  # (B, T, V)
-    q = torch.full_like(log_probs, eps / (V - 1))  # the uniform part, over the V - 1 classes other than <pad>
-    q[..., pad_id] = 0.0
-    q = q + (1 - eps) * torch.nn.functional.one_hot(targets, V).to(q.dtype)
+    u = prior.to(log_probs.dtype) if use_prior else torch.ones(V, dtype=log_probs.dtype)
+    if renormalize:
+        u = u.clone()
+        u[pad_id] = 0.0
+        u = u / u.sum()  # a distribution over the classes other than <pad>
+    else:  # the mistake: normalized first, <pad> zeroed after, its share lost
+        u = u / u.sum()
+        u = u.clone()
+        u[pad_id] = 0.0
+    q = eps * u + (1 - eps) * torch.nn.functional.one_hot(targets, V).to(log_probs.dtype)  # (B, T, V)
+    per_token = -(q * log_probs).sum(-1)  # (B, T)
     real = targets != pad_id
-    return -(q * log_probs).sum(-1)[real].mean()
+    if pads:
+        return per_token.mean()
+    if per_sentence:
+        return ((per_token * real).sum(1) / real.sum(1)).mean()
+    return per_token[real].mean()
 
 
-def _usl_pytorch(logits, targets, eps, pad_id):
-    V = logits.shape[-1]
-    return torch.nn.functional.cross_entropy(
-        logits.reshape(-1, V), targets.reshape(-1), ignore_index=pad_id, label_smoothing=eps
-    )
+def _prior_smoothed_loss(logits, targets, eps, prior, pad_id):
+    return _prior_loss(logits, targets, eps, prior, pad_id)
 
 
-def _usl_library_variant(logits, targets, eps, pad_id):
-    V = logits.shape[-1]
-    log_probs = torch.log_softmax(logits, dim=-1)
-    q = torch.full_like(log_probs, eps / (V - 2))
-    q[..., pad_id] = 0.0
-    q.scatter_(-1, targets[..., None], 1 - eps)
-    real = targets != pad_id
-    return -(q * log_probs).sum(-1)[real].mean()
+def _psl_uniform(logits, targets, eps, prior, pad_id):
+    return _prior_loss(logits, targets, eps, prior, pad_id, use_prior=False)
 
 
-def _usl_sentence_means(logits, targets, eps, pad_id):
-    V = logits.shape[-1]
-    log_probs = torch.log_softmax(logits, dim=-1)
-    q = torch.full_like(log_probs, eps / (V - 1))
-    q[..., pad_id] = 0.0
-    q = q + (1 - eps) * torch.nn.functional.one_hot(targets, V).to(q.dtype)
-    real = (targets != pad_id).to(q.dtype)
-    per_token = -(q * log_probs).sum(-1) * real
-    return (per_token.sum(1) / real.sum(1)).mean()
+def _psl_share_lost(logits, targets, eps, prior, pad_id):
+    return _prior_loss(logits, targets, eps, prior, pad_id, renormalize=False)
 
 
-def _usl_padding_counted(logits, targets, eps, pad_id):
+def _psl_counts(logits, targets, eps, prior, pad_id):
     V = logits.shape[-1]
     log_probs = torch.log_softmax(logits, dim=-1)
-    q = torch.full_like(log_probs, eps / (V - 1))
-    q[..., pad_id] = 0.0
-    q = q + (1 - eps) * torch.nn.functional.one_hot(targets, V).to(q.dtype)
-    return -(q * log_probs).sum(-1).mean()
+    u = prior.to(log_probs.dtype).clone()
+    u[pad_id] = 0.0  # counts, never divided by their sum
+    q = eps * u + (1 - eps) * torch.nn.functional.one_hot(targets, V).to(log_probs.dtype)
+    return -(q * log_probs).sum(-1)[targets != pad_id].mean()
 
 
-def _usl_pad_zeroed_not_shared(logits, targets, eps, pad_id):
-    V = logits.shape[-1]
-    log_probs = torch.log_softmax(logits, dim=-1)
-    q = torch.full_like(log_probs, eps / V)
-    q[..., pad_id] = 0.0
-    q = q + (1 - eps) * torch.nn.functional.one_hot(targets, V).to(q.dtype)
-    real = targets != pad_id
-    return -(q * log_probs).sum(-1)[real].mean()
+def _psl_sentence_means(logits, targets, eps, prior, pad_id):
+    return _prior_loss(logits, targets, eps, prior, pad_id, per_sentence=True)
 
 
-check_uniform_smoothed_loss = Checker(
-    "uniform_smoothed_loss",
-    reference=_uniform_smoothed_loss,
+def _psl_padding_counted(logits, targets, eps, prior, pad_id):
+    return _prior_loss(logits, targets, eps, prior, pad_id, pads=True)
+
+
+_counts6 = torch.tensor([50.0, 0.0, 30.0, 10.0, 5.0, 5.0], dtype=torch.float64)  # <pad> counted 50 times
+
+check_prior_smoothed_loss = Checker(
+    "prior_smoothed_loss",
+    reference=_prior_smoothed_loss,
     cases=[
         Case(
-            "no padding, eps = 0: plain cross-entropy", (_randn(2, 3, 6), torch.tensor([[4, 2, 5], [3, 3, 2]]), 0.0, 0)
+            "no padding, eps = 0: plain cross-entropy",
+            (_randn(2, 3, 6), torch.tensor([[4, 2, 5], [3, 3, 2]]), 0.0, _counts6, 0),
         ),
-        Case("no padding, eps = 0.1", (_randn(2, 3, 6), torch.tensor([[4, 2, 5], [3, 1, 2]]), 0.1, 0)),
         Case(
-            "sentences of 4 and 1 tokens, eps = 0.1",
-            (_randn(2, 4, 9), torch.tensor([[4, 2, 7, 5], [6, 0, 0, 0]]), 0.1, 0),
+            "no padding, eps = 0.1, <pad> counted in the frequencies",
+            (_randn(2, 3, 6), torch.tensor([[4, 2, 5], [3, 1, 2]]), 0.1, _counts6, 0),
+        ),
+        Case(
+            "sentences of 4 and 1 tokens, eps = 0.2",
+            (_randn(2, 4, 6), torch.tensor([[4, 2, 3, 5], [2, 0, 0, 0]]), 0.2, _counts6, 0),
         ),
         Case(
             "<pad> is id 3, three sentences, eps = 0.3",
-            (_randn(3, 3, 8), torch.tensor([[5, 2, 3], [7, 3, 3], [1, 6, 4]]), 0.3, 3),
+            (
+                _randn(3, 3, 8),
+                torch.tensor([[5, 2, 3], [7, 3, 3], [1, 6, 4]]),
+                0.3,
+                torch.tensor([4.0, 1.0, 9.0, 20.0, 2.0, 2.0, 6.0, 1.0], dtype=torch.float64),
+                3,
+            ),
         ),
     ],
     mistakes=[
         Mistake(
-            "PyTorch's label_smoothing",
-            "F.cross_entropy(label_smoothing=eps) spreads eps over all V classes, <pad> included; here <pad> gets "
-            "nothing and eps is spread over the V - 1 other classes, "
-            "the true one among them (it gets 1 - eps + eps/(V-1)).",
-            _usl_pytorch,
+            "uniform, not the frequencies",
+            "that is Szegedy et al.'s uniform target; here eps is shared in proportion to how often each word occurs: "
+            "u = prior / prior.sum(), over the classes other than <pad>.",
+            _psl_uniform,
         ),
         Mistake(
-            "the library's variant",
-            "that is sequence_loss's target (the true class gets exactly 1 - eps, the V - 2 others share eps); Szegedy "
-            "et al. mix (1 - eps) one-hot with a uniform distribution that includes the true class: here, uniform over "
-            "the V - 1 classes other than <pad>.",
-            _usl_library_variant,
+            "<pad>'s share lost",
+            "normalizing first and zeroing <pad> after leaves a target that sums to less than 1 when <pad> was "
+            "counted: zero <pad> first, then divide by the sum of what remains.",
+            _psl_share_lost,
+        ),
+        Mistake(
+            "counts, not probabilities",
+            "the frequencies are counts: divide them by their sum (without <pad>) so that u sums to 1.",
+            _psl_counts,
         ),
         Mistake(
             "mean of the sentences' means",
             "average over the real tokens of the whole batch: "
             "a one-word sentence must not weigh as much as a long one.",
-            _usl_sentence_means,
+            _psl_sentence_means,
         ),
         Mistake(
             "padding positions counted",
             "positions whose target is <pad> carry no loss: leave them out of the sum and of the count.",
-            _usl_padding_counted,
-        ),
-        Mistake(
-            "<pad> zeroed but its share lost",
-            "with eps/V everywhere and <pad> set to 0 the target sums to 1 - eps/V, not 1: spread eps over the V - 1 "
-            "classes that remain.",
-            _usl_pad_zeroed_not_shared,
+            _psl_padding_counted,
         ),
     ],
     atol=1e-9,
     rtol=1e-7,
+    refuses=(
+        "attnbook.train.sequence_loss",
+        "attnbook.train.fused_sequence_loss",
+        "attnbook.train.smoothed_targets",
+        "attnbook.train._SmoothedCrossEntropy",
+        "d2l.*",
+    ),
 )
 
 
@@ -377,6 +395,7 @@ check_beam_step = Checker(
     ],
     atol=1e-9,
     rtol=1e-7,
+    refuses=("attnbook.decode.beam_search", "attnbook.decode.Hypothesis", "attnbook.decode.BeamDecoded", "d2l.*"),
 )
 
 
@@ -445,6 +464,90 @@ def _cas_case(name, B, T, S, d, h, lengths):
     return Case(name, (_randn(B, T, d), _randn(B, S, d), src_mask, *weights, h))
 
 
+def _products(fn, T):
+    """How many matrix products project the memory, and how many project the target, when ``fn`` runs on a case
+    with ``T`` target positions: every tensor is labelled with the inputs it was computed from (memory, y, the
+    weights), and the labels follow each operation."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    case = _cas_case("T positions", 2, T, 4, 4, 2, [4, 3])
+    y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, h = case.args
+    labels = {id(t): {name} for t, name in [(y, "y"), (memory, "memory"), (w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v")]}
+    kept = [y, memory, w_q, w_k, w_v]  # alive, so that no id is reused
+    counts = {"memory": 0, "target": 0}
+    products = {"mm", "addmm", "bmm", "baddbmm", "mv", "addmv", "dot"}
+
+    class Labels(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            inputs = [t for t in tree_flatten((args, kwargs or {}))[0] if isinstance(t, torch.Tensor)]
+            seen = set().union(*(labels.get(id(t), set()) for t in inputs)) if inputs else set()
+            if func._schema.name.split("::")[-1] in products:
+                if "memory" in seen and "y" not in seen and seen & {"w_k", "w_v"}:
+                    counts["memory"] += 1
+                if "y" in seen and "memory" not in seen and "w_q" in seen:
+                    counts["target"] += 1
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor):
+                    labels[id(t)] = labels.get(id(t), set()) | seen
+                    kept.append(t)
+            return out
+
+    with torch.no_grad(), Labels():
+        fn(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, h)
+    return counts
+
+
+_NO_CACHE = (
+    "the keys and values are computed again at every step. Compute them once, before the loop over the target "
+    "positions, and reuse them: that is the cache."
+)
+_ALL_AT_ONCE = (
+    "all the queries were projected at once, as in training. A decoder meets one position at a time: project "
+    "the query of position t inside the loop over t."
+)
+
+
+def _uses_its_cache(fn):
+    """The memory's keys and values are projected once, whatever the target length; the queries one at a time."""
+    few, many = _products(fn, 2), _products(fn, 6)
+    if many["memory"] > few["memory"]:
+        return (
+            "keys and values projected at every step",
+            f"the memory was projected {few['memory']} times for 2 target positions and {many['memory']} times "
+            f"for 6: {_NO_CACHE}",
+        )
+    if many["target"] <= few["target"]:
+        return (
+            "the whole target at once",
+            f"the target was projected {few['target']} times for 2 positions and {many['target']} times for 6: "
+            f"{_ALL_AT_ONCE}",
+        )
+    return None
+
+
+def _cas_no_cache(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+    """Right numbers, but the keys and values projected again at every step."""
+    outs = []
+    for t in range(y.shape[1]):
+        keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)
+        outs.append(_steps(y[:, t : t + 1], src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1])))
+    return torch.cat(outs, dim=1)
+
+
+def _cas_all_at_once(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+    """Right numbers, but every query projected at once, as in training."""
+    keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)
+    q = _split(y @ w_q + b_q, num_heads)  # (B, h, T, d_k)
+    scores = (q @ keys.transpose(-2, -1) / math.sqrt(keys.shape[-1])).masked_fill(
+        src_mask[:, None, None], float("-inf")
+    )
+    weights = torch.nan_to_num(torch.softmax(scores, dim=-1))
+    B, T, d = y.shape
+    return (weights @ values).transpose(1, 2).reshape(B, T, d)
+
+
 check_cross_attention_steps = Checker(
     "cross_attention_steps",
     reference=_cross_attention_steps,
@@ -484,7 +587,11 @@ check_cross_attention_steps = Checker(
             "each head's weights for a query sum to 1 over the source keys: softmax over the last axis.",
             _cas_softmax_over_heads,
         ),
+        Mistake("keys and values projected at every step", _NO_CACHE, _cas_no_cache),
+        Mistake("the whole target at once", _ALL_AT_ONCE, _cas_all_at_once),
     ],
     atol=1e-9,
     rtol=1e-7,
+    refuses=FUSED_ATTENTION,
+    requirements=[_uses_its_cache],
 )

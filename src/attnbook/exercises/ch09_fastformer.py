@@ -7,14 +7,14 @@ import math
 
 import torch
 
-from . import Case, Checker, Mistake
+from . import NO_MODEL, Case, Checker, Mistake
 
 __all__ = [
     "check_global_query",
-    "check_global_key_with_padding",
+    "check_global_keys_packed",
     "check_fastformer_step",
     "check_fastformer_parameter_count",
-    "check_multiplications",
+    "check_step_multiplications",
 ]
 
 _gen = torch.Generator().manual_seed(9)
@@ -86,125 +86,98 @@ check_global_query = Checker(
     ],
     atol=1e-10,
     rtol=1e-8,
+    refuses=("attnbook.fastformer.*", "d2l.*"),
 )
 
 
-# --- Exercise: the global key of padded sequences ------------------------------------------------
+# --- Exercise: the global keys of sentences packed into one row --------------------------------------------------
 
 
-def _global_key_with_padding(k, q_global, weight, bias, num_heads, key_padding_mask):
+def _packed_keys(k, q_global, weight, bias, num_heads, segments, own_query=True, by_segment=True, zero_empty=True):
     B, N, d = k.shape
-    p = k * q_global[:, None, :]  # p_i = k_i ⊙ q̄
-    scores = (p @ weight.T + bias) / math.sqrt(d // num_heads)  # (B, N, H): each head scores the whole p_i
-    scores = scores.masked_fill(key_padding_mask[..., None], -math.inf)
-    beta = torch.softmax(scores, dim=1).nan_to_num(0.0)  # a sequence that is all padding: zeros, not NaN
-    return (beta[..., None] * _heads(p, num_heads)).sum(dim=1).reshape(B, d)
+    G = q_global.shape[1]
+    member = segments[..., None] == torch.arange(1, G + 1)  # (B, N, G): position i belongs to sentence g
+    q_at = member.to(k.dtype) @ q_global if own_query else q_global[:, :1].expand(-1, N, -1)  # (B, N, d)
+    if not by_segment:  # the mistake: every sentence pools the whole row (its real positions)
+        member = (segments > 0)[..., None].expand(-1, -1, G)
+    p = k * q_at  # p_i = k_i ⊙ q̄ of its own sentence
+    scores = (p @ weight.T + bias) / math.sqrt(d // num_heads)  # (B, N, H)
+    scores = scores[:, :, None, :].masked_fill(~member[..., None], -math.inf)  # (B, N, G, H)
+    beta = torch.softmax(scores, dim=1)
+    if zero_empty:
+        beta = beta.nan_to_num(0.0)  # a sentence with no position: 0/0 -> 0
+    pooled = torch.einsum("bngh,bnhe->bghe", beta, p.reshape(B, N, num_heads, d // num_heads))
+    return pooled.reshape(B, G, d)
 
 
-def _gkp_mask_ignored(k, q_global, weight, bias, num_heads, key_padding_mask):
-    return _global_key_with_padding(k, q_global, weight, bias, num_heads, torch.zeros_like(key_padding_mask))
+def _global_keys_packed(k, q_global, weight, bias, num_heads, segments):
+    return _packed_keys(k, q_global, weight, bias, num_heads, segments)
 
 
-def _gkp_nan(k, q_global, weight, bias, num_heads, key_padding_mask):
-    B, N, d = k.shape
-    p = k * q_global[:, None, :]
-    scores = ((p @ weight.T + bias) / math.sqrt(d // num_heads)).masked_fill(key_padding_mask[..., None], -math.inf)
-    beta = torch.softmax(scores, dim=1)  # all -inf: NaN
-    return (beta[..., None] * _heads(p, num_heads)).sum(dim=1).reshape(B, d)
+def _gkp_whole_row(k, q_global, weight, bias, num_heads, segments):
+    return _packed_keys(k, q_global, weight, bias, num_heads, segments, by_segment=False)
 
 
-def _gkp_zeroed_after(k, q_global, weight, bias, num_heads, key_padding_mask):
-    B, N, d = k.shape
-    p = k * q_global[:, None, :]
-    beta = torch.softmax((p @ weight.T + bias) / math.sqrt(d // num_heads), dim=1)
-    beta = beta.masked_fill(key_padding_mask[..., None], 0.0)  # the real weights no longer sum to 1
-    return (beta[..., None] * _heads(p, num_heads)).sum(dim=1).reshape(B, d)
+def _gkp_first_query(k, q_global, weight, bias, num_heads, segments):
+    return _packed_keys(k, q_global, weight, bias, num_heads, segments, own_query=False)
 
 
-def _gkp_pools_keys(k, q_global, weight, bias, num_heads, key_padding_mask):
-    B, N, d = k.shape
-    p = k * q_global[:, None, :]
-    scores = ((p @ weight.T + bias) / math.sqrt(d // num_heads)).masked_fill(key_padding_mask[..., None], -math.inf)
-    beta = torch.softmax(scores, dim=1).nan_to_num(0.0)
-    return (beta[..., None] * _heads(k, num_heads)).sum(dim=1).reshape(B, d)
+def _gkp_nan(k, q_global, weight, bias, num_heads, segments):
+    return _packed_keys(k, q_global, weight, bias, num_heads, segments, zero_empty=False)
 
 
-def _gkp_unscaled(k, q_global, weight, bias, num_heads, key_padding_mask):
-    return _global_key_with_padding(
-        k,
-        q_global,
-        weight * math.sqrt(k.shape[-1] // num_heads),
-        bias * math.sqrt(k.shape[-1] // num_heads),
-        num_heads,
-        key_padding_mask,
+def _unscaled_packed(k, q_global, weight, bias, num_heads, segments):
+    d_h = k.shape[-1] // num_heads
+    return _packed_keys(k, q_global, weight * math.sqrt(d_h), bias * math.sqrt(d_h), num_heads, segments)
+
+
+def _gkp_case(name, segments, G, d=6, H=3):
+    segments = torch.tensor(segments)
+    B, N = segments.shape
+    return Case(
+        name,
+        (_randn(B, N, d), _randn(B, G, d), _randn(H, d, scale=0.6), _randn(H, scale=0.3), H, segments),
     )
 
 
-def _gkp_slice_scores(k, q_global, weight, bias, num_heads, key_padding_mask):
-    d = k.shape[-1]
-    d_h = d // num_heads
-    own = torch.zeros_like(weight)
-    for h in range(num_heads):  # head h's weights on its own slice only
-        own[h, h * d_h : (h + 1) * d_h] = weight[h, h * d_h : (h + 1) * d_h]
-    return _global_key_with_padding(k, q_global, own, bias, num_heads, key_padding_mask)
-
-
-def _gkp_case(name, B, N, d, H, lengths):
-    mask = torch.arange(N)[None, :] >= torch.tensor(lengths)[:, None]
-    return Case(name, (_randn(B, N, d), _randn(B, d), _randn(H, d, scale=0.7), _randn(H), H, mask))
-
-
-_gkp_middle = _gkp_case("padding in the middle of a sequence", 2, 6, 6, 3, [6, 6])
-_gkp_middle.args[5][0, 2] = True
-_gkp_middle.args[5][1, 0] = True
-
-check_global_key_with_padding = Checker(
-    "global_key_with_padding",
-    reference=_global_key_with_padding,
+check_global_keys_packed = Checker(
+    "global_keys_packed",
+    reference=_global_keys_packed,
     cases=[
-        _gkp_case("no padding: B=1, N=3, d=4, 2 heads", 1, 3, 4, 2, [3]),
-        _gkp_case("padding at the end of the second sequence", 2, 5, 6, 3, [5, 2]),
-        _gkp_middle,
-        _gkp_case("a sequence that is all padding", 2, 4, 8, 4, [4, 0]),
+        _gkp_case("one row, two sentences of 3 and 2 tokens, 1 padding", [[1, 1, 1, 2, 2, 0]], 2),
+        _gkp_case("two rows, three sentences each, padding at the end", [[1, 1, 2, 3, 3, 3], [1, 2, 2, 2, 3, 0]], 3),
+        _gkp_case(
+            "a row with one sentence and a sentence slot left empty", [[1, 1, 1, 1, 0, 0], [1, 2, 2, 0, 0, 0]], 2
+        ),
     ],
     mistakes=[
         Mistake(
-            "padding gets weight",
-            "the padded positions (True in key_padding_mask) must get zero weight: set their scores to -inf "
-            "before the softmax over the positions.",
-            _gkp_mask_ignored,
+            "one pooling over the whole row",
+            "sentences packed into one row must not read each other: sentence g's softmax runs over ITS positions "
+            "only (segments == g), so mask the scores per sentence, (B, N, G, H), before the softmax over N.",
+            _gkp_whole_row,
         ),
         Mistake(
-            "weights zeroed after the softmax",
-            "zeroing the padded weights after the softmax leaves the real ones summing to less than 1: mask the "
-            "scores before the softmax, so that it normalizes over the real positions only.",
-            _gkp_zeroed_after,
+            "mixed with the first sentence's global query",
+            "each position is mixed with the global query of its own sentence: p_i = k_i ⊙ q̄_g for g = segments[i] "
+            "(a one-hot of the segments times q_global picks it).",
+            _gkp_first_query,
         ),
         Mistake(
-            "NaN for a sequence that is all padding",
-            "a softmax over scores that are all -inf is 0/0 = NaN: a sequence with nothing to pool gets a zero "
-            "global key (for example torch.nan_to_num after the softmax, or attnbook.attention.masked_softmax).",
+            "NaN for an empty sentence",
+            "a sentence slot with no position has nothing to pool: a softmax over only -inf is 0/0 = NaN; "
+            "its global key is zero (nan_to_num(0.0) after the softmax, or a finite fill and zeroed weights).",
             _gkp_nan,
         ),
         Mistake(
-            "pooled the keys instead of p",
-            "the global key is the beta-weighted sum of the mixed vectors p_i = k_i * q_global, not of the keys k_i.",
-            _gkp_pools_keys,
-        ),
-        Mistake(
-            "no scaling",
-            "divide the scores key_att(p_i) by sqrt(d_h), the head width, before the softmax.",
-            _gkp_unscaled,
-        ),
-        Mistake(
-            "each head scores only its slice",
-            "key_att maps the whole d-vector p_i to H scores: score_h = weight[h] . p_i + bias[h], with all d features "
-            "(p @ weight.T + bias), not only head h's slice.",
-            _gkp_slice_scores,
+            "scores not scaled",
+            "divide the scores by sqrt(d_h), the head width, as in the layer (key_att(p) / sqrt(d_h)).",
+            _unscaled_packed,
         ),
     ],
-    atol=1e-10,
+    atol=1e-9,
     rtol=1e-8,
+    refuses=("attnbook.fastformer.*", "d2l.*"),
 )
 
 
@@ -251,7 +224,10 @@ def _fs_reference(layer, x_t, state):
 
 def _fs_whole_prefix(layer, x_t, state):
     seen = x_t[:, None] if state is None else torch.cat([state, x_t[:, None]], dim=1)
-    return layer(seen, causal=True)[:, -1], seen
+    inner = None
+    for t in range(seen.shape[1]):  # the whole prefix pooled again at every step
+        out, inner = _fastformer_step(layer, seen[:, t], inner)
+    return out, seen
 
 
 class _OverflowingPool:
@@ -298,14 +274,28 @@ def _fs_scale_d(layer, x_t, state):
     return _fastformer_step(layer, x_t, state, scale_by=layer.d_model)
 
 
-def _numel(state) -> int:
+def _numel(state, seen=None) -> int:
+    """How many numbers ``state`` holds, whatever holds them: tensors, numbers, containers, objects
+    (``SimpleNamespace``, dataclasses, classes with ``__slots__``), functions with closures or defaults."""
+    seen = set() if seen is None else seen
+    if id(state) in seen or state is None or isinstance(state, (str, bytes, type)):
+        return 0
+    seen.add(id(state))
     if isinstance(state, torch.Tensor):
         return state.numel()
+    if isinstance(state, (bool, int, float, complex)):
+        return 1
     if isinstance(state, dict):
-        return sum(_numel(v) for v in state.values())
-    if isinstance(state, (tuple, list)):
-        return sum(_numel(v) for v in state)
-    return 1 if isinstance(state, (int, float)) else 0
+        return sum(_numel(k, seen) + _numel(v, seen) for k, v in state.items())
+    if isinstance(state, (tuple, list, set, frozenset)) or type(state).__name__ == "deque":
+        return sum(_numel(v, seen) for v in state)
+    if callable(state) and hasattr(state, "__code__"):
+        cells = [c.cell_contents for c in (state.__closure__ or ()) if c.cell_contents is not state]
+        return _numel(cells, seen) + _numel(state.__defaults__ or (), seen)
+    total = _numel(getattr(state, "__dict__", {}), seen)
+    for name in getattr(type(state), "__slots__", ()):
+        total += _numel(getattr(state, name, None), seen)
+    return total
 
 
 class _StepChecker(Checker):
@@ -315,12 +305,14 @@ class _StepChecker(Checker):
     whether the state grew with the length (a recurrent layer's must not).
     """
 
-    def _run(self, fn, case):
+    def _run(self, fn, case, record=None):
         layer, x = copy.deepcopy(case.args)
         state, outputs, sizes = None, [], []
         with torch.no_grad():
             for t in range(x.shape[1]):
-                result = fn(layer, x[:, t], state)
+                x_t = x[:, t]
+                with self._watch(record):
+                    result = fn(layer, x_t, state)
                 if result is None:
                     return None
                 if not isinstance(result, tuple) or len(result) != 2:
@@ -394,6 +386,7 @@ check_fastformer_step = _StepChecker(
     ],
     atol=1e-9,
     rtol=1e-8,
+    refuses=("attnbook.fastformer.*", "d2l.*"),
 )
 
 
@@ -448,86 +441,97 @@ check_fastformer_parameter_count = Checker(
             _pc_value_always,
         ),
     ],
+    refuses=(NO_MODEL, "attnbook.fastformer.*"),
 )
 
 
-# --- Exercise: count the multiplications ------------------------------------------------------------------------
+# --- Exercise: what one more token costs, each model with what it keeps -------------------------------------------
 
 
 def _multiplications(N, d, H):
-    fastformer = 3 * N * d * d + 2 * N * d * H + 2 * N * d + 2 * N * d  # projections, scorers, two poolings, two ⊙
-    softmax = 4 * N * d * d + 2 * N * N * d  # projections, Q Kᵀ and the weighted sum of V over all heads
-    d_h = d // H
-    linear = 4 * N * d * d + 2 * N * d * d_h + N * d  # projections; Σ φ(k)vᵀ and φ(q)ᵀS per head; φ(q)·z
+    """The whole-sequence counts of the chapter's cost section (one forward pass over N tokens)."""
+    fastformer = 3 * N * d * d + 2 * N * d * H + 2 * N * d + 2 * N * d
+    softmax = 4 * N * d * d + 2 * N * N * d
+    linear = 4 * N * d * d + 2 * N * d * (d // H) + N * d
     return fastformer, softmax, linear
 
 
-def _mul_seed_square(N, d, H):
-    fastformer, softmax, linear = _multiplications(N, d, H)
-    return (N * d) ** 2, softmax, linear
+def _step_multiplications(N, d, H):
+    d_h = d // H
+    fastformer = (
+        3 * d * d + 2 * d * H + 2 * d + 2 * d
+    )  # the new token's projections, scorers, two pooling updates, two ⊙
+    softmax = 4 * d * d + 2 * (N + 1) * d  # its four projections; q·k and the weighted sum over the N + 1 cached keys
+    linear = 4 * d * d + 2 * d * d_h + d  # its four projections; S_h += φ(k)vᵀ and φ(q)ᵀS_h per head; φ(q)·z
+    return fastformer, softmax, linear
 
 
-def _mul_no_poolings(N, d, H):
-    fastformer, softmax, linear = _multiplications(N, d, H)
-    return 3 * N * d * d + 2 * N * d * H, softmax, linear
+def _sm_no_cache(N, d, H):
+    fastformer, softmax, linear = _step_multiplications(N, d, H)
+    return fastformer, softmax + 2 * N * d * d, linear
 
 
-def _mul_scores_only(N, d, H):
-    fastformer, softmax, linear = _multiplications(N, d, H)
-    return fastformer, 4 * N * d * d + N * N * d, linear
+def _sm_new_key_forgotten(N, d, H):
+    fastformer, softmax, linear = _step_multiplications(N, d, H)
+    return fastformer, softmax - 2 * d, linear
 
 
-def _mul_linear_quadratic_order(N, d, H):
-    fastformer, softmax, linear = _multiplications(N, d, H)
-    return fastformer, softmax, 4 * N * d * d + 2 * N * N * d + N * N * H
+def _sm_whole_prefix_pooled(N, d, H):
+    fastformer, softmax, linear = _step_multiplications(N, d, H)
+    return fastformer + 2 * N * d, softmax, linear
 
 
-def _mul_linear_one_big_state(N, d, H):
-    fastformer, softmax, linear = _multiplications(N, d, H)
-    return fastformer, softmax, 4 * N * d * d + 2 * N * d * d + N * d
+def _sm_whole_layer(N, d, H):
+    fastformer, softmax, linear = _step_multiplications(N, d, H)
+    return _multiplications(N + 1, d, H)[0], softmax, linear
 
 
-check_multiplications = Checker(
-    "multiplications",
-    reference=_multiplications,
+def _sm_one_big_state(N, d, H):
+    fastformer, softmax, linear = _step_multiplications(N, d, H)
+    return fastformer, softmax, linear - 2 * d * (d // H) + 2 * d * d
+
+
+check_step_multiplications = Checker(
+    "step_multiplications",
+    reference=_step_multiplications,
     cases=[
-        Case("N=10, d=4, H=2", (10, 4, 2)),
+        Case("N=10 tokens kept, d=4, H=2", (10, 4, 2)),
         Case("N=4096, d=256, H=16", (4096, 256, 16)),
-        Case("N=1, d=8, H=1", (1, 8, 1)),
+        Case("the first token: N=0, d=8, H=1", (0, 8, 1)),
     ],
     mistakes=[
         Mistake(
-            "the notes' O(N d)^2",
-            "nothing in Fastformer multiplies every position-feature pair with every other: the projections cost "
-            "N*d*d each and the poolings and element-wise products N*d each.",
-            _mul_seed_square,
+            "keys and values projected again",
+            "with a cache, softmax attention projects only the new token (four d x d products) and reads the N "
+            "cached keys and values: the old ones are never multiplied by W_k or W_v again.",
+            _sm_no_cache,
         ),
         Mistake(
-            "poolings and element-wise products forgotten",
-            "add N*d for each pooling (every entry of q, then of p, times its weight) and N*d for each element-wise "
-            "product (k * q_global, k_global * q).",
-            _mul_no_poolings,
+            "the new key forgotten",
+            "the new token's query reads N + 1 keys, its own included: (N + 1) d for the scores and as many for the "
+            "weighted sum.",
+            _sm_new_key_forgotten,
         ),
         Mistake(
-            "softmax attention's weighted sum forgotten",
-            "softmax attention multiplies twice over N x N pairs: Q Kᵀ "
-            "(N*N*d over all heads) and the weights times V (N*N*d again).",
-            _mul_scores_only,
+            "the prefix pooled again",
+            "a recurrent Fastformer updates its running sums with the new token only: d multiplications per pooling, "
+            "whatever N; pooling the whole prefix again is what its state spares.",
+            _sm_whole_prefix_pooled,
         ),
         Mistake(
-            "linear attention in the quadratic order",
-            "(φ(Q) φ(K)ᵀ) V forms the N x N weights, as softmax attention does; the point of linear attention is the "
-            "other order, φ(Q) (φ(K)ᵀ V): a d_h x d_h state per head, "
-            "N*d_h*d_h multiplications to build it and as many to read it.",
-            _mul_linear_quadratic_order,
+            "the whole layer run again",
+            "that is the cost of a forward pass over all N + 1 tokens; one step projects, scores and pools the new "
+            "token only.",
+            _sm_whole_layer,
         ),
         Mistake(
             "one d x d state for all heads",
-            "each head has its own state S_h = Σ_j φ(k_j) v_jᵀ of d_h x d_h entries: over H heads, building and "
-            "reading the states costs 2*N*d*d_h, not 2*N*d*d.",
-            _mul_linear_one_big_state,
+            "each head keeps its own d_h x d_h state: updating and reading them costs 2 d d_h over all heads, "
+            "not 2 d^2.",
+            _sm_one_big_state,
         ),
     ],
     atol=0,
     rtol=0,
+    refuses=(NO_MODEL, "attnbook.fastformer.*"),
 )
