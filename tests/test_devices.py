@@ -21,6 +21,8 @@ from test_translate_cli import TINY, en_fr_rows, write_anki
 
 import attnbook.translate as cli
 import attnbook.translate.cluster as cluster
+import attnbook.translate.cmd_evaluate as cmd_evaluate
+import attnbook.translate.cmd_translate as cmd_translate
 from attnbook.decode import beam_search, greedy_decode
 from attnbook.fastformer import FastformerEncoder
 from attnbook.train import fused_sequence_loss, read_checkpoint, sequence_loss
@@ -52,7 +54,9 @@ def test_the_second_device_refuses_a_tensor_left_on_the_cpu_as_a_gpu_does():
 
 
 def _on(device, monkeypatch):
-    monkeypatch.setattr(cluster, "pick_device", lambda name: device)
+    """Every command on ``device`` (each command's module is imported first: they bind ``pick_device`` by name)."""
+    for module in (cluster, cmd_evaluate, cmd_translate):
+        monkeypatch.setattr(module, "pick_device", lambda name: device)
 
 
 def test_the_command_line_trains_resumes_evaluates_and_translates_on_a_second_device(tmp_path, capsys, monkeypatch):
@@ -69,6 +73,7 @@ def test_the_command_line_trains_resumes_evaluates_and_translates_on_a_second_de
         assert cli.main(["translate", str(run), "--beam", "1", "The cat is here."]) == 0
     out = capsys.readouterr().out
     assert "on 1 × meta" in out and "resuming at epoch 1, step 5" in out
+    assert "BLEU" in out  # evaluate scored the test pairs, decoded on the second device
     log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     assert [e["event"] for e in log].count("epoch") >= 2 and any(e["event"] == "average" for e in log)
     weights = read_checkpoint(run / "checkpoint.pt")["state_dict"]

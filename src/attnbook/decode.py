@@ -192,6 +192,33 @@ def beam_search(
     and nothing a sentence computes depends on the others: the result of a
     sentence does not depend on the batch it is decoded in.
     """
+    limit = _beam_limits(model, src, src_mask, beam_size, alpha, max_len, n_best)  # each sentence's longest
+    k, device = beam_size, src.device
+    was_training = model.training
+    model.eval()
+    try:
+        state = model.start(src, src_mask)
+        _check_state(state)
+        state = state.select(torch.arange(len(src), device=device).repeat_interleave(k))  # sentence b: rows b*k..
+        beams = _Beams(len(src), k, int(limit.max()), bos_id, pad_id, device)
+        for t in range(beams.longest):
+            logits, state = model.step(beams.tokens, state)  # (n * k, V)
+            log_probs = torch.log_softmax(logits, dim=-1).view(beams.active.numel(), k, -1)
+            log_probs[..., [pad_id, bos_id]] = float("-inf")  # never written: they are not words
+            top_lp, origin, token = beams.candidates(log_probs)
+            last = (limit[beams.active] == t + 1).to(device)  # (n,): this sentence may not grow further
+            beams.finish(t, top_lp, origin, token, last, eos_id, alpha)
+            going = beams.live_on(t, top_lp, origin, token, last, eos_id)
+            if going is None:
+                break
+            state = state.select(going)
+    finally:
+        model.train(was_training)
+    return beams.best_first(n_best)
+
+
+def _beam_limits(model, src, src_mask, beam_size, alpha, max_len, n_best) -> torch.Tensor:
+    """:func:`beam_search`'s arguments checked; the most tokens each sentence may have, on the CPU."""
     if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
         raise ValueError(f"beam_size must be an int >= 1, got {beam_size!r}")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha >= 0 or alpha == float("inf"):
@@ -215,97 +242,108 @@ def beam_search(
     cap = getattr(getattr(model, "config", None), "max_len", None)
     if max_len is None and isinstance(cap, int):
         limit = limit.clamp(max=cap)
-    longest = int(limit.max())
-    k, device = beam_size, src.device
+    return limit
 
-    was_training = model.training
-    model.eval()
-    try:
-        state = model.start(src, src_mask)
-        _check_state(state)
-        state = state.select(
-            torch.arange(n_sent, device=device).repeat_interleave(k)
-        )  # sentence b -> rows b*k .. b*k+k-1
-        active = torch.arange(n_sent)  # the sentences still in the batch (original indices)
-        alive_lp = torch.full((n_sent, k), float("-inf"), device=device)
-        alive_lp[:, 0] = 0.0  # at first the k beams are the same <bos>: start from one of them
-        alive_seq = torch.zeros(n_sent, k, 0, dtype=torch.long, device=device)
-        tokens = torch.full((n_sent * k,), bos_id, dtype=torch.long, device=device)
-        fin_seq = torch.full((n_sent, k, longest), pad_id, dtype=torch.long, device=device)
-        fin_lp = torch.full((n_sent, k), float("-inf"), dtype=torch.float64, device=device)
-        fin_score = torch.full((n_sent, k), float("-inf"), dtype=torch.float64, device=device)
-        fin_len = torch.zeros(n_sent, k, dtype=torch.long, device=device)
-        fin_count = torch.zeros(n_sent, dtype=torch.long, device=device)
-        for t in range(longest):
-            length = t + 1  # tokens in each candidate, <eos> included
-            logits, state = model.step(tokens, state)  # (n * k, V)
-            n, vocab = active.numel(), logits.shape[-1]
-            log_probs = torch.log_softmax(logits, dim=-1).view(n, k, vocab)
-            log_probs[..., [pad_id, bos_id]] = float("-inf")  # never written: they are not words
-            if alive_lp.dtype != log_probs.dtype:
-                alive_lp = alive_lp.to(log_probs.dtype)
-            candidates = (alive_lp[:, :, None] + log_probs).view(n, k * vocab)
-            top_lp, top_idx = candidates.topk(min(2 * k, k * vocab), dim=1)  # (n, 2k), best first
-            origin, token = top_idx // vocab, top_idx % vocab  # which live hypothesis, which next token
-            last = (limit[active] == length).to(device)  # (n,): this sentence may not grow further
 
-            # Finish: <eos> among the first k candidates (any candidate at the last step), while there is room.
-            first_k = torch.arange(top_lp.shape[1], device=device) < k
-            finish = first_k & torch.isfinite(top_lp) & ((token == eos_id) | last[:, None])
-            rank = finish.cumsum(dim=1)  # 1, 2, ... among this sentence's finishing candidates
-            sent = active.to(device)
-            finish &= rank <= (k - fin_count[sent])[:, None]
-            if finish.any():
-                rows, cols = finish.nonzero(as_tuple=True)
-                who = sent[rows]
-                slot = fin_count[who] + rank[rows, cols] - 1
-                fin_seq[who, slot, :t] = alive_seq[rows, origin[rows, cols]]
-                fin_seq[who, slot, t] = token[rows, cols]
-                fin_lp[who, slot] = top_lp[rows, cols].double()
-                fin_score[who, slot] = top_lp[rows, cols].double() / length_penalty(length, alpha)
-                fin_len[who, slot] = length
-                fin_count.index_add_(0, who, torch.ones_like(who))
+class _Beams:
+    """The hypotheses of :func:`beam_search`: the live ones of the sentences still in the batch, and the finished.
 
-            # Live on: the first k candidates that do not end with <eos>, in order.
-            order = torch.arange(top_lp.shape[1], device=device) + top_lp.shape[1] * (token == eos_id)
-            keep = order.topk(k, dim=1, largest=False).indices  # (n, k), ascending
-            alive_lp = top_lp.gather(1, keep)
-            beam_origin, beam_token = origin.gather(1, keep), token.gather(1, keep)
-            alive_seq = torch.cat(
-                [alive_seq.gather(1, beam_origin[..., None].expand(-1, -1, t)), beam_token[..., None]], dim=2
-            )
+    ``active`` lists the sentences still searched (their original rows, on the
+    CPU); ``alive_lp (n, k)`` and ``alive_seq (n, k, t)`` are their live
+    hypotheses' log-probabilities and tokens, ``tokens (n * k,)`` the tokens they
+    feed the model next; ``fin_*`` hold every sentence's finished hypotheses.
+    """
 
-            done = (fin_count[sent] >= k) | last | ~torch.isfinite(alive_lp).any(dim=1)
-            if bool(done.all()):
-                break
-            going = (~done).nonzero().flatten()
-            state = state.select((going[:, None] * k + beam_origin[going]).flatten())
-            active, alive_lp, alive_seq = active[going.cpu()], alive_lp[going], alive_seq[going]
-            tokens = beam_token[going].flatten()
-    finally:
-        model.train(was_training)
+    def __init__(self, n_sent: int, k: int, longest: int, bos_id: int, pad_id: int, device: torch.device) -> None:
+        self.k, self.longest, self.device = k, longest, device
+        self.active = torch.arange(n_sent)  # the sentences still in the batch (original indices)
+        self.alive_lp = torch.full((n_sent, k), float("-inf"), device=device)
+        self.alive_lp[:, 0] = 0.0  # at first the k beams are the same <bos>: start from one of them
+        self.alive_seq = torch.zeros(n_sent, k, 0, dtype=torch.long, device=device)
+        self.tokens = torch.full((n_sent * k,), bos_id, dtype=torch.long, device=device)
+        self.fin_seq = torch.full((n_sent, k, longest), pad_id, dtype=torch.long, device=device)
+        self.fin_lp = torch.full((n_sent, k), float("-inf"), dtype=torch.float64, device=device)
+        self.fin_score = torch.full((n_sent, k), float("-inf"), dtype=torch.float64, device=device)
+        self.fin_len = torch.zeros(n_sent, k, dtype=torch.long, device=device)
+        self.fin_count = torch.zeros(n_sent, dtype=torch.long, device=device)
 
-    order = fin_score.argsort(dim=1, descending=True, stable=True)  # (B, k): best first
-    fin_score, fin_lp, fin_len = fin_score.gather(1, order), fin_lp.gather(1, order), fin_len.gather(1, order)
-    fin_seq = fin_seq.gather(1, order[..., None].expand(-1, -1, longest))
-    width_out = int(fin_len[:, 0].max())
-    nbest = None
-    if n_best is not None:
-        nbest = [
-            [
-                Hypothesis(fin_seq[b, j, : fin_len[b, j]].tolist(), float(fin_lp[b, j]), float(fin_score[b, j]))
-                for j in range(min(n_best, int(fin_count[b])))
+    def candidates(self, log_probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The ``2k`` most probable extensions of each sentence's live hypotheses: ``log p``, origin and token."""
+        n, k, vocab = log_probs.shape
+        if self.alive_lp.dtype != log_probs.dtype:
+            self.alive_lp = self.alive_lp.to(log_probs.dtype)
+        candidates = (self.alive_lp[:, :, None] + log_probs).view(n, k * vocab)
+        top_lp, top_idx = candidates.topk(min(2 * k, k * vocab), dim=1)  # (n, 2k), best first
+        return top_lp, top_idx // vocab, top_idx % vocab  # which live hypothesis, which next token
+
+    def finish(self, t, top_lp, origin, token, last, eos_id: int, alpha: float) -> None:
+        """Set aside ``<eos>`` among the first k candidates (any candidate at the last step), while there is room."""
+        k, device, length = self.k, self.device, t + 1  # tokens in each candidate, <eos> included
+        first_k = torch.arange(top_lp.shape[1], device=device) < k
+        finish = first_k & torch.isfinite(top_lp) & ((token == eos_id) | last[:, None])
+        rank = finish.cumsum(dim=1)  # 1, 2, ... among this sentence's finishing candidates
+        sent = self.active.to(device)
+        finish &= rank <= (k - self.fin_count[sent])[:, None]
+        if finish.any():
+            rows, cols = finish.nonzero(as_tuple=True)
+            who = sent[rows]
+            slot = self.fin_count[who] + rank[rows, cols] - 1
+            self.fin_seq[who, slot, :t] = self.alive_seq[rows, origin[rows, cols]]
+            self.fin_seq[who, slot, t] = token[rows, cols]
+            self.fin_lp[who, slot] = top_lp[rows, cols].double()
+            self.fin_score[who, slot] = top_lp[rows, cols].double() / length_penalty(length, alpha)
+            self.fin_len[who, slot] = length
+            self.fin_count.index_add_(0, who, torch.ones_like(who))
+
+    def live_on(self, t, top_lp, origin, token, last, eos_id: int) -> torch.Tensor | None:
+        """Keep the first k candidates that do not end with ``<eos>``; drop the sentences that are done.
+
+        Returns the rows of the decoder state to keep, in their new order, or
+        ``None`` when every sentence is done.
+        """
+        k, device = self.k, self.device
+        order = torch.arange(top_lp.shape[1], device=device) + top_lp.shape[1] * (token == eos_id)
+        keep = order.topk(k, dim=1, largest=False).indices  # (n, k), ascending
+        self.alive_lp = top_lp.gather(1, keep)
+        beam_origin, beam_token = origin.gather(1, keep), token.gather(1, keep)
+        self.alive_seq = torch.cat(
+            [self.alive_seq.gather(1, beam_origin[..., None].expand(-1, -1, t)), beam_token[..., None]], dim=2
+        )
+        done = (self.fin_count[self.active.to(device)] >= k) | last | ~torch.isfinite(self.alive_lp).any(dim=1)
+        if bool(done.all()):
+            return None
+        going = (~done).nonzero().flatten()
+        self.active, self.alive_lp, self.alive_seq = (
+            self.active[going.cpu()],
+            self.alive_lp[going],
+            self.alive_seq[going],
+        )
+        self.tokens = beam_token[going].flatten()
+        return (going[:, None] * k + beam_origin[going]).flatten()
+
+    def best_first(self, n_best: int | None) -> BeamDecoded:
+        """Each sentence's best finished hypothesis (and its ``n_best``), by score."""
+        order = self.fin_score.argsort(dim=1, descending=True, stable=True)  # (B, k): best first
+        fin_score, fin_lp, fin_len = (x.gather(1, order) for x in (self.fin_score, self.fin_lp, self.fin_len))
+        fin_seq = self.fin_seq.gather(1, order[..., None].expand(-1, -1, self.longest))
+        width_out = int(fin_len[:, 0].max())
+        nbest = None
+        if n_best is not None:
+            nbest = [
+                [
+                    Hypothesis(fin_seq[b, j, : fin_len[b, j]].tolist(), float(fin_lp[b, j]), float(fin_score[b, j]))
+                    for j in range(min(n_best, int(self.fin_count[b])))
+                ]
+                for b in range(len(fin_seq))
             ]
-            for b in range(n_sent)
-        ]
-    return BeamDecoded(
-        tokens=fin_seq[:, 0, :width_out],
-        lengths=fin_len[:, 0],
-        attention=None,
-        scores=fin_score[:, 0],
-        log_probs=fin_lp[:, 0],
-        nbest=nbest,
-    )
+        return BeamDecoded(
+            tokens=fin_seq[:, 0, :width_out],
+            lengths=fin_len[:, 0],
+            attention=None,
+            scores=fin_score[:, 0],
+            log_probs=fin_lp[:, 0],
+            nbest=nbest,
+        )
 
 
 @dataclass

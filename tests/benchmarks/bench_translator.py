@@ -33,12 +33,19 @@
    processor has the instructions, in bfloat16 mixed precision; interleaved,
    medians and ratios.
 
-Float32 (the realistic case) but in parts 5 and 6; two threads unless ``--threads`` says otherwise.
+7. The command line's step as it was (the loss checked, averaged and read
+   back at every step) and as it is (summed, scaled by the count the host
+   knows, nothing read back), interleaved, medians and their ratio; and the
+   model FLOP utilisation of the step as it is: the operations PyTorch's flop
+   counter counts in one step, times the steps a second, over the rate of a
+   large matrix product measured in the same run.
+
+Float32 (the realistic case) but in parts 5, 6 and 7; two threads unless ``--threads`` says otherwise.
 It writes its figures to ``tests/benchmarks/results/bench_translator.json``;
 it has no target.
 
     python tests/benchmarks/bench_translator.py [--threads 2] [--repeats 5] [--batches 12] [--train-epochs 6]
-        [--only throughput cache beam optimizer precision step]
+        [--only throughput cache beam optimizer precision step loop]
 """
 
 from __future__ import annotations
@@ -165,7 +172,7 @@ def d2l_transformer(
 def training_step(model: nn.Module, optimizer, batch, autocast: torch.dtype | None = None, loss=sequence_loss) -> float:
     """One step: forward, the label-smoothed loss, backward, clipping, Adam; returns the seconds of Adam's step.
 
-    With ``autocast``, the forward pass runs in mixed precision, as ``train(autocast=...)`` runs it.
+    With ``autocast``, the forward pass runs in mixed precision, as the command line's loop runs it.
     """
     logits = teacher_forced_logits(model, batch, autocast)
     loss = loss(logits, batch.tgt_out, label_smoothing=0.1)
@@ -430,7 +437,84 @@ def run_step(repeats: int, steps: int = 20, dropout: float = 0.2) -> dict:
     return results
 
 
-PARTS = ["throughput", "cache", "beam", "optimizer", "precision", "step"]
+# --- 7. The command line's step as it was and as it is; its model FLOP utilisation -----------------------
+
+
+def loop_step(repeats: int, steps: int = 20) -> dict:
+    """Whole training steps of the default model as the command line took them before and takes them now.
+
+    Before: the loss checked and averaged on the device, then read back, with
+    its count of tokens, at every step (``float(loss)``, a finiteness check);
+    now: the loss summed unchecked and scaled by the count the host already
+    has, nothing read back (``attnbook.translate.train``). On a CPU reading back
+    costs little, so the two should take about as long; on a GPU each read is
+    a wait. Then the model FLOP utilisation of the step as it is now: its
+    operations counted by PyTorch's flop counter, over a large matrix product's
+    rate measured here (``attnbook.translate.utilisation``).
+    """
+    from attnbook.translate.model import build_model, native_bfloat16
+    from attnbook.translate.utilisation import count_flops, describe_utilisation, peak_flops
+
+    config, batch, warmup = default_model_and_batch()
+    n_tokens = int((batch.tgt_out != 0).sum())
+    autocast = torch.bfloat16 if native_bfloat16(torch.device("cpu")) else None
+    label = "bfloat16 mixed precision" if autocast else "float32"
+
+    def before(model, optimizer):
+        loss = fused_sequence_loss(teacher_forced_logits(model, batch, autocast), batch.tgt_out, 0, 0.1)
+        if not torch.isfinite(loss):
+            raise FloatingPointError("the loss is not finite")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        return float(loss.detach()), int((batch.tgt_out != 0).sum())
+
+    def now(model, optimizer):
+        logits = teacher_forced_logits(model, batch, autocast)
+        loss = fused_sequence_loss(logits, batch.tgt_out, 0, 0.1, "sum", check=False) * (1.0 / n_tokens)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+
+    runs = {}
+    for name, step in (("before", before), ("now", now)):
+        torch.manual_seed(0)
+        model = build_model("transformer", config).train()
+        runs[name] = (model, paper_optimizer(model, warmup=warmup, fused=True)[0], step)
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for model, optimizer, step in runs.values():
+        step(model, optimizer)  # warm up
+    for _ in range(repeats * steps):
+        for name, (model, optimizer, step) in runs.items():  # interleaved: a change of load hits both
+            start = time.perf_counter()
+            step(model, optimizer)
+            times[name].append(time.perf_counter() - start)
+    med = {name: statistics.median(t) for name, t in times.items()}
+    model, optimizer, step = runs["now"]
+    flops = count_flops(lambda: step(model, optimizer))
+    peak = peak_flops(torch.device("cpu"), autocast or torch.float32)
+    share, line = describe_utilisation(flops / n_tokens, n_tokens / med["now"], peak)
+    print(f"\n[7] the command line's step, the default model, {label}; medians of {repeats * steps}")
+    print(
+        f"  before {med['before'] * 1e3:6.1f} ms, now {med['now'] * 1e3:6.1f} ms a step: "
+        f"before / now {med['before'] / med['now']:.2f}x ({n_tokens / med['now']:,.0f} target tokens/s now)"
+    )
+    print(f"  {line}")
+    return {
+        "precision": label,
+        "before_ms": round(med["before"] * 1e3, 2),
+        "now_ms": round(med["now"] * 1e3, 2),
+        "before_over_now": round(med["before"] / med["now"], 3),
+        "target_tokens_per_second": round(n_tokens / med["now"]),
+        "flops_per_step": flops,
+        "peak_flops": round(peak),
+        "model_flop_utilisation": round(share, 4),
+    }
+
+
+PARTS = ["throughput", "cache", "beam", "optimizer", "precision", "step", "loop"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -476,6 +560,8 @@ def main(argv: list[str] | None = None) -> int:
         record.figure("precision", precision_step(args.repeats))
     if "step" in only:
         record.figure("step", run_step(args.repeats))
+    if "loop" in only:
+        record.figure("loop", loop_step(args.repeats))
     return record.finish()
 
 
