@@ -138,8 +138,14 @@ def train_run(
             f"too few training pairs for {cluster.world} processes: lower --batch-tokens or use fewer processes"
         )
     valid_batches = _valid_batches(run, s.batch_tokens)
-    progress = Progress(budget, (run.state or {}).get("position", START), steps_per_epoch, cluster,
-                        checkpoint_minutes, f"the run in {str(out)!r}")  # fmt: skip
+    progress = Progress(
+        budget,
+        (run.state or {}).get("position", START),
+        steps_per_epoch,
+        cluster,
+        checkpoint_minutes,
+        f"the run in {str(out)!r}",
+    )
     first_position = progress.start_position
 
     def batches_of(epoch: int) -> Iterator[Batch]:
@@ -211,8 +217,14 @@ def train_run(
         f"{'resuming at' if resumed else 'training for'} {where} on {cluster.world} × {device.type}, {computes_in}"
     )
     started = {} if resumed else {"config": run.config}
-    log.write(event="resume" if resumed else "start", **started, world=cluster.world, device=device.type,
-              precision=computes_in, position=progress.start_position)  # fmt: skip
+    log.write(
+        event="resume" if resumed else "start",
+        **started,
+        world=cluster.world,
+        device=device.type,
+        precision=computes_in,
+        position=progress.start_position,
+    )
     if not budget.minutes:  # with minutes: once the speed is measured
         snapshot_every = plan_snapshots(progress.steps_allowed(None))
         if s.dropout == AUTO and not resumed:
@@ -273,8 +285,13 @@ def train_run(
                         window_loss.zero_()
                         window_tokens, last_read = 0, progress.step
                     if logged:
-                        log.write(event="step", **progress.position(), loss=shown_loss,
-                                  lr=schedule.get_last_lr()[0], tokens_per_second=progress.tokens_per_second())  # fmt: skip
+                        log.write(
+                            event="step",
+                            **progress.position(),
+                            loss=shown_loss,
+                            lr=schedule.get_last_lr()[0],
+                            tokens_per_second=progress.tokens_per_second(),
+                        )
                     if console.shows_progress:
                         console.progress(progress.progress_line(shown_loss))
 
@@ -319,10 +336,15 @@ def train_run(
                     if cluster.is_first:
                         save_checkpoint(out / BEST_FILE, model, arch=s.arch, epoch=epoch + 1, valid_loss=valid_loss)
                         log.write(event="best", epoch=epoch + 1, valid_loss=valid_loss)
-                valid = "" if valid_loss is None else f", valid loss {valid_loss:.3f} (perplexity {line['valid_perplexity']:.1f})"  # fmt: skip
+                valid = (
+                    ""
+                    if valid_loss is None
+                    else f", valid loss {valid_loss:.3f} (perplexity {line['valid_perplexity']:.1f})"
+                )
                 last_epoch = epoch + 1
+                cut = "" if complete else " (cut short)"
                 console.say(
-                    f"epoch {epoch + 1}{'' if complete else ' (cut short)'}: train loss {line['train_loss']:.3f}{valid}, "
+                    f"epoch {epoch + 1}{cut}: train loss {line['train_loss']:.3f}{valid}, "
                     f"{line['tokens_per_second']:,.0f} target tokens/s, {format_duration(line['seconds'])} so far"
                 )
                 if not complete:
@@ -337,12 +359,18 @@ def train_run(
     if flops_per_token:  # what share of the device's arithmetic the steps used
         peak = peak_flops(device, autocast or weights_dtype)
         share, line = describe_utilisation(flops_per_token, progress.tokens_per_second(), peak)
-        log.write(event="utilisation", share=share, flops_per_token=flops_per_token,
-                  tokens_per_second=progress.tokens_per_second(), peak_flops=peak)  # fmt: skip
+        log.write(
+            event="utilisation",
+            share=share,
+            flops_per_token=flops_per_token,
+            tokens_per_second=progress.tokens_per_second(),
+            peak_flops=peak,
+        )
         console.say(line)
     if cluster.is_first and s.average > 1 and valid_batches is not None:
-        _average_snapshots(model, recent, progress.step, valid_batches, best_loss, snapshot_every, last_epoch, s, out,
-                           log, console)  # fmt: skip
+        _average_snapshots(
+            model, recent, progress.step, valid_batches, best_loss, snapshot_every, last_epoch, s, out, log, console
+        )
     log.write(event="end", stopped_by=reason, position=progress.position())
     console.say(f"done ({reason}): {out / CHECKPOINT_FILE}; next: {PROGRAM} evaluate {out}")
     return 0
