@@ -682,6 +682,9 @@ def test_the_cheating_learner_tries_every_kind_the_issue_lists():
     assert len(ALL) >= 100, len(ALL)
 
 
+# The bypasses use PyTorch as a cheat would, not as PyTorch advises: its advice about that is not the test's concern.
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before:UserWarning")
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True:UserWarning")
 @pytest.mark.parametrize(("name", "how", "fn", "exact"), ALL, ids=[f"{n}: {h}" for n, h, _, _ in ALL])
 def test_a_one_line_answer_that_calls_existing_code_is_refused_and_named(name, how, fn, exact):
     checker = CHECKERS[name]
