@@ -435,15 +435,21 @@ class _Ready:
         self.on_device = batch.to(device, non_blocking=pin)
 
 
-def _ahead(batches: Iterator[Batch], device: torch.device, depth: int = 2) -> Iterator[_Ready]:
+def _ahead(
+    batches: Iterator[Batch], device: torch.device, depth: int = 2, thread: bool | None = None
+) -> Iterator[_Ready]:
     """The batches, moved to ``device``; on a GPU, made ready ``depth`` ahead by a thread while the device computes.
 
     The order is the order given, on any device, so a run takes the same
-    batches wherever it trains.
+    batches wherever it trains. ``thread`` (default: on a GPU) prepares them in
+    a thread; on a GPU they also go through pinned memory, copied without
+    blocking. A batch that fails to build raises in the loop; a loop that
+    stops early stops the thread.
     """
-    if device.type != "cuda":
+    pin = device.type == "cuda"
+    if not (pin if thread is None else thread):
         for batch in batches:
-            yield _Ready(batch, device, pin=False)
+            yield _Ready(batch, device, pin=pin)
         return
     ready: queue.Queue = queue.Queue(maxsize=depth)
     done, closed = object(), threading.Event()
@@ -453,7 +459,7 @@ def _ahead(batches: Iterator[Batch], device: torch.device, depth: int = 2) -> It
             for batch in batches:
                 if closed.is_set():  # the loop stopped early (the budget, Ctrl-C): nothing more to prepare
                     return
-                ready.put(_Ready(batch, device, pin=True))
+                ready.put(_Ready(batch, device, pin=pin))
         except BaseException as err:  # handed over to the loop, which raises it
             ready.put(err)
         ready.put(done)
