@@ -544,21 +544,32 @@ def check_notebook(path: Path, report: Report | None = None) -> Report:
             in_solution = False
         words, cited_words = ([], []) if solution else orderings_in(cell.source, where)
         report.cited += cited_words
-        lowered = {d.lower() for d in declared}
-        for claim in words:
-            report.orderings.append(claim)
-            if claim.text in quotes:
-                report.quoted.append(claim)
-            elif claim.text.lower() in lowered:
-                report.declared.append(claim)
-            elif ordering_supported(claim, "\n".join(section)) or (
-                _points_below(claim.sentence) and ordering_supported(claim, "\n".join(below_text))
-            ):
-                continue
-            else:
-                claim.note = "no cell above in this section prints this comparison"
-                report.unsupported.append(claim)
+        above, below = "\n".join(section), "\n".join(below_text)
+        _file_orderings(
+            report,
+            words,
+            quotes,
+            declared,
+            lambda claim: (
+                ordering_supported(claim, above) or (_points_below(claim.sentence) and ordering_supported(claim, below))
+            ),
+            "no cell above in this section prints this comparison",
+        )
     return report
+
+
+def _file_orderings(report, words, quotes, declared, supported, note: str) -> None:
+    """File each word of ordering or growth: quoted, declared, supported by a printed comparison, or unsupported."""
+    lowered = {d.lower() for d in declared}
+    for claim in words:
+        report.orderings.append(claim)
+        if claim.text in quotes:
+            report.quoted.append(claim)
+        elif claim.text.lower() in lowered:
+            report.declared.append(claim)
+        elif not supported(claim):
+            claim.note = note
+            report.unsupported.append(claim)
 
 
 def _verbatim_in_code(claim: Claim, source: str) -> bool:
@@ -638,16 +649,15 @@ def check_page(path: Path, report: Report | None = None) -> Report:
             report.unsupported.append(claim)
     words, cited_words = orderings_in(body, where)
     report.cited += cited_words
-    lowered = {d.lower() for d in declared}
-    for claim in words:
-        report.orderings.append(claim)
-        if claim.text in quotes:
-            report.quoted.append(claim)
-        elif claim.text.lower() in lowered:
-            report.declared.append(claim)
-        elif not ordering_supported(claim, "\n".join(evidence)):
-            claim.note = "no source the page names prints this comparison"
-            report.unsupported.append(claim)
+    text = "\n".join(evidence)
+    _file_orderings(
+        report,
+        words,
+        quotes,
+        declared,
+        lambda claim: ordering_supported(claim, text),
+        "no source the page names prints this comparison",
+    )
     return report
 
 
