@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 
 import torch
 from torch import nn
@@ -196,8 +197,6 @@ def fit_to_device(
     """
     if device.type != "cuda" or settings.arch != "transformer":
         return settings, []
-    from dataclasses import replace
-
     reasons = []
     model = {k: v for k, v in GPU_MODEL.items() if k not in chosen}
     if model == GPU_MODEL:
