@@ -84,6 +84,7 @@ def measured(tmp_path_factory):
     pairs = write_anki(folder / "data" / "pairs.txt", 600)
     out = folder / "report.json"
     args = ("--direction", f"{pairs}:en:fr", "--minutes", "0.02", "--test-pairs", "60", "--threads", "1")
+    args += ("--dtype", "float32", "--goal", "1.2")
     command = [sys.executable, str(SCRIPT), *args, "--work", str(folder / "work"), "--out", str(out), "--seed", "2"]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
@@ -93,7 +94,7 @@ def measured(tmp_path_factory):
 @pytest.mark.slow
 def test_a_measurement_runs_both_systems_and_writes_a_report_without_this_machines_paths(measured):
     folder, _, done, out = measured
-    assert done.returncode in (0, 1), done.stderr  # 1: the target (twice d2l's BLEU) is not met in seconds
+    assert done.returncode in (0, 1), done.stderr  # 1: the target (1.2 times d2l's BLEU) is not met in seconds
     text = out.read_text(encoding="utf-8")
     assert str(folder) not in text and str(Path.home()) not in text
     record = json.loads(text)
@@ -104,6 +105,10 @@ def test_a_measurement_runs_both_systems_and_writes_a_report_without_this_machin
     assert result["test_pairs"] == 60 or 30 <= result["test_pairs"] < 60
     ours, d2l = result["ours"], result["d2l"]
     assert set(ours["decodings"]) == set(translate_real.WAYS)
+    # ours computed as --dtype said, and chose its recipe from the speed it measured, which the report keeps
+    assert ours["precision"] == "float32" and record["figures"]["dtype"] == "float32"
+    assert ours["recipe"]["seconds_per_step"] > 0 and ours["steps"] > 0
+    assert ours["passes"] == pytest.approx(ours["steps"] / ours["recipe"]["steps_per_epoch"])
     assert ours["settings"]["seed"] == 2 and d2l["seed"] == 2
     assert d2l["steps"] > 0 and d2l["recipe"] == translate_real.D2L
     # d2l trains for as long as ours took in all, choosing its decoding included
@@ -111,7 +116,7 @@ def test_a_measurement_runs_both_systems_and_writes_a_report_without_this_machin
     bleu = ours["decodings"]["chosen"]["scores"]["bleu"], d2l["scores"]["bleu"]
     assert result["bleu_ratio"] == pytest.approx(bleu[0] / max(bleu[1], 1e-9))
     (target,) = record["targets"]
-    assert (target["measured"], target["limit"], target["comparison"]) == (result["bleu_ratio"], 2.0, ">=")
+    assert (target["measured"], target["limit"], target["comparison"]) == (result["bleu_ratio"], 1.2, ">=")
     assert (done.returncode == 0) == target["met"]
     assert (folder / "work" / "0-en-fr" / "ours-seed2" / "decoding.json").is_file()
 
@@ -137,7 +142,7 @@ def test_a_measurement_never_trains_into_earlier_runs_nor_loses_an_earlier_repor
     status = translate_real.main(
         [*args, "--work", str(tmp_path / "new"), "--out", str(report), "--d2l-from", str(report)]
     )
-    assert status == (0 if result["bleu_ratio"] >= 2 else 1)
+    assert status == (0 if result["bleu_ratio"] >= 1.2 else 1)
     (kept,) = tmp_path.glob("report.*.json")
     started = json.loads(out.read_text(encoding="utf-8"))["started"]
     assert kept.read_bytes() == out.read_bytes() and started.replace(":", "-") in kept.name
