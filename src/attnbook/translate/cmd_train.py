@@ -1,8 +1,10 @@
 """``attnbook-translate train``: a new run from a pairs file, or ``--resume`` of a run that stopped.
 
 A new run reads and splits the pairs, builds the vocabularies from the
-training pairs, and writes the run folder's configuration before the first
-step; a resumed run reads all of that back, checks that the command line
+training pairs, fits the settings to the device (a GPU: :func:`fit_to_device`)
+and, with a time budget on a CPU, to the passes over the training pairs that
+the speed it measures allows (:func:`fit_to_pace`), and writes the run folder's
+configuration, what was measured and chosen included, before the first step; a resumed run reads all of that back, checks that the command line
 agrees with it, and continues from its checkpoint's training state. Either way
 :func:`~attnbook.translate.train.train_run` trains it within its budget.
 """
@@ -10,9 +12,12 @@ agrees with it, and continues from its checkpoint's training state. Either way
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict
+import math
+import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
+from ..data import BucketBatchSampler, Pair, PairDataset, Vocab
 from ..train import read_checkpoint
 from .choose import choose_decoding, save_decoding
 from .cluster import Cluster
@@ -40,9 +45,9 @@ from .run_pairs import (
     reread_run_pairs,
     split_run_pairs,
 )
-from .settings import Budget, RunSettings, from_args, given, option_name
+from .settings import FEW_PASSES, Budget, RunSettings, few_passes_recipe, flag, from_args, given, option_name
 from .tokens import RunTokens
-from .train import PreparedRun, train_run
+from .train import PreparedRun, probe_seconds_per_step, train_run
 
 __all__ = ["cmd_train"]
 
@@ -53,8 +58,12 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     console.active = cluster.is_first
     out = Path(args.out).expanduser()
     try:
-        run = resume_run(args, out, console) if args.resume else new_run(args, out, cluster, console)
-        budget = _budget(args, run.config.get("budget"), console)
+        if args.resume:
+            run = resume_run(args, out, console)
+            budget = _budget(args, run.config.get("budget"), console)
+        else:
+            budget = _budget(args, None, console)
+            run = new_run(args, out, cluster, console, budget)
         run.config["budget"] = asdict(budget)
         # Every process has checked --out (a new run refuses a folder that holds one) before the first writes into it.
         cluster.barrier()
@@ -68,8 +77,14 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         cluster.stop()
 
 
-def new_run(args: argparse.Namespace, out: Path, cluster: Cluster, console: Console) -> PreparedRun:
-    """Read and split the pairs, build the vocabularies: a new run, ready to train."""
+def new_run(
+    args: argparse.Namespace, out: Path, cluster: Cluster, console: Console, budget: Budget | None = None
+) -> PreparedRun:
+    """Read and split the pairs, build the vocabularies, fit the recipe to the device and the passes: a new run.
+
+    With a time budget (``budget``) on a CPU, the recipe follows the passes that the measured speed allows
+    (:func:`fit_to_pace`).
+    """
     if (out / CHECKPOINT_FILE).exists() or (out / CONFIG_FILE).exists():
         raise CommandError(f"{str(out)!r} already holds a run: continue it with --resume, or choose another --out")
     if out.exists() and not out.is_dir():
@@ -98,7 +113,13 @@ def new_run(args: argparse.Namespace, out: Path, cluster: Cluster, console: Cons
             "or every pair is longer than --max-length"
         )
     src_vocab, tgt_vocab = tokens.vocabularies(train_pairs, settings)
-    settings, fitted = fit_to_device(settings, set(given(RunSettings, args)), cluster.device, len(tgt_vocab))
+    chosen = set(given(RunSettings, args))
+    settings, fitted = fit_to_device(settings, chosen, cluster.device, len(tgt_vocab))
+    recipe, spent = None, 0.0
+    if budget is not None and budget.minutes and cluster.device.type == "cpu" and settings.arch == "transformer":
+        start = time.monotonic()
+        settings, recipe = fit_to_pace(settings, chosen, budget, train_pairs, src_vocab, tgt_vocab, cluster)
+        spent = time.monotonic() - start if recipe else 0.0
     config = {
         "format": RUN_FORMAT,
         "src_lang": src,
@@ -113,6 +134,7 @@ def new_run(args: argparse.Namespace, out: Path, cluster: Cluster, console: Cons
         "tokens": tokens.config(),
         "model": model_config(settings, len(src_vocab), len(tgt_vocab)),
         "budget": None,
+        **({"recipe": {**recipe, "probe_seconds": spent}} if recipe else {}),
     }
     skipped = f", skipped {source.skipped:,} blank or malformed lines" if source.skipped else ""
     console.say(f"read {source.n_pairs:,} pairs ({src} → {tgt}) from {source.name}{skipped}")
@@ -123,7 +145,60 @@ def new_run(args: argparse.Namespace, out: Path, cluster: Cluster, console: Cons
     )
     for line in fitted:
         console.say(line)
-    return PreparedRun(config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, tokens=tokens)
+    if recipe:
+        console.say(describe_recipe(recipe, budget))
+    return PreparedRun(config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, tokens=tokens, spent=spent)
+
+
+def fit_to_pace(
+    settings: RunSettings,
+    chosen: set[str],
+    budget: Budget,
+    train_pairs: list[Pair],
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    cluster: Cluster,
+) -> tuple[RunSettings, dict | None]:
+    """The settings for the passes the budget allows at the speed measured here, and what was measured and chosen.
+
+    A few training steps of the model the settings make are timed
+    (:func:`~attnbook.translate.train.probe_seconds_per_step`, on the first
+    process's clock for every process); below :data:`FEW_PASSES` passes the
+    settings that ``chosen`` (the command line's) does not name follow
+    :func:`few_passes_recipe`. ``None`` when there are too few pairs for a
+    batch (training then says so).
+    """
+    lengths = PairDataset(train_pairs, src_vocab, tgt_vocab).lengths()
+    sampler = BucketBatchSampler(lengths, max_tokens=settings.batch_tokens, seed=settings.seed)
+    steps_per_epoch = len(sampler.batches(0)) // cluster.world
+    if steps_per_epoch < 1:
+        return settings, None
+    config = model_config(settings, len(src_vocab), len(tgt_vocab))
+    per_step = probe_seconds_per_step(settings, config, train_pairs, src_vocab, tgt_vocab, cluster.device)
+    (per_step,) = cluster.all_sum([per_step if cluster.is_first else 0.0])
+    steps = min(budget.minutes * 60 / per_step, budget.steps or math.inf)
+    passes = min(steps / steps_per_epoch, budget.epochs or math.inf)
+    changes = few_passes_recipe(passes, chosen)
+    recipe = {
+        "seconds_per_step": per_step,
+        "steps_per_epoch": steps_per_epoch,
+        "passes": passes,
+        "few_passes": passes < FEW_PASSES,
+        "changed": changes,
+        "kept": sorted(set(few_passes_recipe(passes)) - set(changes)),
+    }
+    return replace(settings, **changes), recipe
+
+
+def describe_recipe(recipe: dict, budget: Budget) -> str:
+    """The line that says what the measured speed allows and which recipe it chose."""
+    passes = f"about {recipe['passes']:,.1f} passes over the training pairs"
+    speed = f"at {recipe['seconds_per_step']:.2f} s a step of this model, the budget ({budget}) allows {passes}"
+    if not recipe["few_passes"]:
+        return f"{speed}: the default recipe (the few-passes one is for fewer than {FEW_PASSES})"
+    changed = ", ".join(f"{flag(k)} {v}" for k, v in recipe["changed"].items()) or "nothing left to change"
+    kept = f"; kept as given: {', '.join(flag(k) for k in recipe['kept'])}" if recipe["kept"] else ""
+    return f"{speed}, fewer than {FEW_PASSES}: the few-passes recipe, {changed}{kept}"
 
 
 def resume_run(args: argparse.Namespace, out: Path, console: Console) -> PreparedRun:

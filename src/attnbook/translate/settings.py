@@ -36,6 +36,9 @@ __all__ = [
     "MORE_DROPOUT",
     "MORE_DROPOUT_EPOCHS",
     "auto_dropout",
+    "FEW_PASSES",
+    "FEW_PASSES_RECIPE",
+    "few_passes_recipe",
     "setting",
     "RunSettings",
     "Budget",
@@ -68,6 +71,26 @@ def auto_dropout(epochs: float) -> float:
     if epochs >= MORE_DROPOUT_EPOCHS:
         return MORE_DROPOUT
     return AUTO_DROPOUT if epochs >= AUTO_DROPOUT_EPOCHS else 0.0
+
+
+#: A run whose time budget allows fewer than this many passes over the training pairs (measured with the default
+#: model, before training) trains by :data:`FEW_PASSES_RECIPE` instead of the defaults, in whatever the command
+#: line left to them. The defaults were tuned where ten minutes allowed five to nine passes; on one core of a
+#: processor without bfloat16 instructions they allow about three from Chinese to English and one from English to
+#: French (book/results/translator_one_core.json).
+FEW_PASSES = 6
+#: The recipe of a run with few passes: a narrower feed-forward layer, so that each step costs less and the budget
+#: allows more of them, and a rate that falls in a straight line to zero at the end of the budget, so that its last
+#: steps settle the weights (book/results/translator_one_core.json).
+FEW_PASSES_RECIPE = {"d_ff": 512, "decay": "linear"}
+
+
+def few_passes_recipe(passes: float, chosen: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The settings a run changes for a budget of ``passes`` passes: :data:`FEW_PASSES_RECIPE` below
+    :data:`FEW_PASSES`, else none; never a setting named in ``chosen`` (those the command line gave)."""
+    if not passes < FEW_PASSES:
+        return {}
+    return {name: value for name, value in FEW_PASSES_RECIPE.items() if name not in chosen}
 
 
 MODELS, DTYPES = ("transformer", "rnn"), (AUTO, "float32", "float64", "bfloat16")

@@ -25,6 +25,12 @@ wraps it in :class:`~torch.nn.parallel.DistributedDataParallel` under
 - at the end, the last snapshots of the weights averaged, kept if that lowers
   the validation loss.
 
+Before a new run with a time budget on a CPU starts, :func:`probe_seconds_per_step`
+times a few steps of its model on a copy thrown away after, so that the
+command can choose the recipe for the passes the budget allows
+(:func:`attnbook.translate.cmd_train.fit_to_pace`) and build the model it
+chose; those seconds count in the budget (:attr:`PreparedRun.spent`).
+
 The run folder's files are read and written by :mod:`~attnbook.translate.run_folder`.
 """
 
@@ -71,7 +77,7 @@ from .settings import AUTO, AUTO_DROPOUT_EPOCHS, MORE_DROPOUT, MORE_DROPOUT_EPOC
 from .tokens import RunTokens
 from .utilisation import describe_utilisation, peak_flops
 
-__all__ = ["PreparedRun", "train_run", "WARMUP_SHARE", "AVERAGE_SPAN", "Interrupted"]
+__all__ = ["PreparedRun", "train_run", "probe_seconds_per_step", "WARMUP_SHARE", "AVERAGE_SPAN", "Interrupted"]
 
 #: A run with a budget in minutes shortens its warm-up to at most this share of the steps the budget allows, as
 #: soon as its speed is measured: the warm-up that suits a fast machine would take a slow one's whole budget.
@@ -93,6 +99,7 @@ class PreparedRun:
     valid_pairs: list[Pair]
     tokens: RunTokens | None = None  # new runs: written once, beside the vocabularies
     state: dict | None = None  # resumed runs: the training state of the checkpoint
+    spent: float = 0.0  # new runs: seconds of the time budget already spent (timing the steps to choose the recipe)
 
 
 class Interrupted(Exception):
@@ -140,7 +147,7 @@ def train_run(
     valid_batches = _valid_batches(run, s.batch_tokens)
     progress = Progress(
         budget,
-        (run.state or {}).get("position", START),
+        (run.state or {}).get("position", {**START, "seconds": run.spent}),
         steps_per_epoch,
         cluster,
         checkpoint_minutes,
@@ -377,6 +384,58 @@ def train_run(
 
 
 # --- The pieces the loop calls ------------------------------------------------------------------------
+
+
+def probe_seconds_per_step(
+    settings: RunSettings,
+    model_config: dict,
+    train_pairs: list[Pair],
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    device: torch.device,
+    clock=time.monotonic,
+) -> float:
+    """Seconds a training step of this model takes here, timed on a model of its own, thrown away after.
+
+    The loop's step (forward, the label-smoothed loss, backward, clipping,
+    fused Adam) on the run's first batches, timed as
+    :class:`~attnbook.translate.budget.Pace` times the run: after
+    ``SKIP_STEPS`` untimed steps, over the next ``PROBE_STEPS``. The random
+    state is left as it was, so the run trains as it would without the probe.
+    ``clock`` is injectable for tests.
+    """
+    rng = torch.get_rng_state()
+    try:
+        torch.manual_seed(settings.seed)
+        weights_dtype, autocast = precision(settings.dtype, device)
+        model = build_model(settings.arch, model_config).to(dtype=weights_dtype, device=device)
+        _set_dropout(model, 0.0 if settings.dropout == AUTO else settings.dropout)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
+        dataset = PairDataset(train_pairs, src_vocab, tgt_vocab)
+        order = BucketBatchSampler(dataset.lengths(), max_tokens=settings.batch_tokens, seed=settings.seed).batches(0)
+        sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
+        pace, estimate, done = Pace(sync=sync, clock=clock), None, 0
+        batches = (collate([dataset[i] for i in indices]) for indices in order)
+        model.train()
+        while estimate is None:
+            for ready in _ahead(batches, device):
+                batch = ready.on_device
+                logits = teacher_forced_logits(model, batch, autocast)
+                loss = fused_sequence_loss(logits, batch.tgt_out, 0, settings.label_smoothing, "sum", check=False)
+                optimizer.zero_grad(set_to_none=True)
+                (loss * (1.0 / ready.n_real)).backward()
+                if settings.clip:
+                    nn.utils.clip_grad_norm_(model.parameters(), settings.clip)
+                optimizer.step()
+                done += 1
+                estimate = pace.after_step(done)
+                if estimate is not None:
+                    break
+            else:  # fewer batches than the probe needs: go round again
+                batches = (collate([dataset[i] for i in indices]) for indices in order)
+        return estimate
+    finally:
+        torch.set_rng_state(rng)
 
 
 def _restore(state: dict, checkpoint: Path, model, optimizer, schedule, cluster: Cluster, console: Console) -> None:
