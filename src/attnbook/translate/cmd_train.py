@@ -4,7 +4,8 @@ A new run reads and splits the pairs, builds the vocabularies from the
 training pairs, fits the settings to the device (a GPU: :func:`fit_to_device`)
 and, with a time budget on a CPU, to the passes over the training pairs that
 the speed it measures allows (:func:`fit_to_pace`), and writes the run folder's
-configuration, what was measured and chosen included, before the first step; a resumed run reads all of that back, checks that the command line
+configuration, what was measured and chosen included, before the first
+step; a resumed run reads all of that back, checks that the command line
 agrees with it, and continues from its checkpoint's training state. Either way
 :func:`~attnbook.translate.train.train_run` trains it within its budget.
 """
@@ -45,7 +46,17 @@ from .run_pairs import (
     reread_run_pairs,
     split_run_pairs,
 )
-from .settings import FEW_PASSES, Budget, RunSettings, few_passes_recipe, flag, from_args, given, option_name
+from .settings import (
+    FEW_PASSES,
+    FEW_PASSES_FROM,
+    Budget,
+    RunSettings,
+    few_passes_recipe,
+    flag,
+    from_args,
+    given,
+    option_name,
+)
 from .tokens import RunTokens
 from .train import PreparedRun, probe_seconds_per_step, train_run
 
@@ -163,9 +174,9 @@ def fit_to_pace(
 
     A few training steps of the model the settings make are timed
     (:func:`~attnbook.translate.train.probe_seconds_per_step`, on the first
-    process's clock for every process); below :data:`FEW_PASSES` passes the
-    settings that ``chosen`` (the command line's) does not name follow
-    :func:`few_passes_recipe`. ``None`` when there are too few pairs for a
+    process's clock for every process); from :data:`FEW_PASSES_FROM` up to
+    :data:`FEW_PASSES` passes the settings that ``chosen`` (the command line's)
+    does not name follow :func:`few_passes_recipe`. ``None`` when there are too few pairs for a
     batch (training then says so).
     """
     lengths = PairDataset(train_pairs, src_vocab, tgt_vocab).lengths()
@@ -183,7 +194,7 @@ def fit_to_pace(
         "seconds_per_step": per_step,
         "steps_per_epoch": steps_per_epoch,
         "passes": passes,
-        "few_passes": passes < FEW_PASSES,
+        "few_passes": FEW_PASSES_FROM <= passes < FEW_PASSES,
         "changed": changes,
         "kept": sorted(set(few_passes_recipe(passes)) - set(changes)),
     }
@@ -195,10 +206,11 @@ def describe_recipe(recipe: dict, budget: Budget) -> str:
     passes = f"about {recipe['passes']:,.1f} passes over the training pairs"
     speed = f"at {recipe['seconds_per_step']:.2f} s a step of this model, the budget ({budget}) allows {passes}"
     if not recipe["few_passes"]:
-        return f"{speed}: the default recipe (the few-passes one is for fewer than {FEW_PASSES})"
+        band = f"{FEW_PASSES_FROM:g} to {FEW_PASSES:g}"
+        return f"{speed}: the default recipe (the few-passes one is for {band} passes)"
     changed = ", ".join(f"{flag(k)} {v}" for k, v in recipe["changed"].items()) or "nothing left to change"
     kept = f"; kept as given: {', '.join(flag(k) for k in recipe['kept'])}" if recipe["kept"] else ""
-    return f"{speed}, fewer than {FEW_PASSES}: the few-passes recipe, {changed}{kept}"
+    return f"{speed}, {FEW_PASSES_FROM:g} to {FEW_PASSES:g}: the few-passes recipe, {changed}{kept}"
 
 
 def resume_run(args: argparse.Namespace, out: Path, console: Console) -> PreparedRun:
