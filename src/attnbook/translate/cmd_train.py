@@ -158,7 +158,9 @@ def new_run(
         console.say(line)
     if recipe:
         console.say(describe_recipe(recipe, budget))
-    return PreparedRun(config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, tokens=tokens, spent=spent)
+    # the probe's seconds count in the time budget, up to half of it: a budget shorter than the probe still trains
+    charged = min(spent, budget.minutes * 30) if recipe else 0.0
+    return PreparedRun(config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, tokens=tokens, spent=charged)
 
 
 def fit_to_pace(

@@ -99,6 +99,8 @@ def few_passes_recipe(passes: float, chosen: set[str] | frozenset[str] = frozens
     return {name: value for name, value in FEW_PASSES_RECIPE.items() if name not in chosen}
 
 
+FEW_PASSES_NOTE = f"from {FEW_PASSES_FROM:g} up to {FEW_PASSES:g} passes in a time budget on a CPU"
+
 MODELS, DTYPES = ("transformer", "rnn"), (AUTO, "float32", "float64", "bfloat16")
 #: How the learning rate falls after the warm-up (:data:`attnbook.train.DECAYS`).
 DECAYS = tuple(train.DECAYS)
@@ -171,7 +173,9 @@ class RunSettings:
     d_model: int = setting(256, "model width", group="model", metavar="D")
     num_heads: int = setting(4, "attention heads", group="model", metavar="H")
     num_layers: int = setting(2, "encoder and decoder layers", group="model", metavar="L")
-    d_ff: int = setting(1024, "feed-forward width", group="model", metavar="F")
+    d_ff: int = setting(
+        1024, f"feed-forward width ({FEW_PASSES_RECIPE['d_ff']} {FEW_PASSES_NOTE})", group="model", metavar="F"
+    )
     dropout: float | str = setting(
         AUTO,
         f"dropout on the sublayers' outputs and the embeddings ({DROPOUT_NOTE})",
@@ -209,7 +213,7 @@ class RunSettings:
     decay: str = setting(
         "inverse-sqrt",
         "after the warm-up the learning rate falls as 1/sqrt(step), as in the paper (inverse-sqrt), "
-        "or in a straight line to zero at the end of the budget (linear)",
+        f"or in a straight line to zero at the end of the budget (linear; the default {FEW_PASSES_NOTE})",
         group="training",
         choices=DECAYS,
     )
