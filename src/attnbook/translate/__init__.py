@@ -15,7 +15,9 @@ same split on every machine, whatever the order of the lines, and the same
 as chapter 1's :func:`~attnbook.data.corpus_from_pairs`), learns subword
 vocabularies from the training pairs with SentencePiece (``--tokens words``:
 chapter 1's words), and trains with the paper's recipe through
-:func:`attnbook.train.train`; at the end it keeps the average of snapshots of
+:func:`attnbook.train.train`, fitted to the device and, on a CPU with a time
+budget, to the passes that the speed it measures first allows
+(:func:`~attnbook.translate.cmd_train.fit_to_pace`); at the end it keeps the average of snapshots of
 the weights over its last steps when that lowers the validation loss, and chooses how to
 decode on the validation pairs. Everything the other two commands need lands in
 the run folder (:mod:`~attnbook.translate.run_folder`): the configuration,
