@@ -48,7 +48,8 @@ _BADGE = re.compile(r"^\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)\s*$")
 _LABEL = re.compile(r"^\s*\([\w.:-]+\)=\s*$")
 _OPTION = re.compile(r"^\s*:[\w-]+:")
 _ROLE = re.compile(r"\{[\w:-]+\}`[^`]*`")
-_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
+#: An inline code span, which may run over a line break (the prose has no double-backtick spans).
+_CODE = re.compile(r"(?<!`)`(?:[^`\n]|\n(?![ \t]*\n))+`(?!`)")
 _DISPLAY_MATH = re.compile(r"\$\$.+?\$\$", re.S)
 _MATH = re.compile(r"(?<![\\$])\$(?!\s)[^$\n]+?(?<![\s\\])\$(?!\d)")
 _LINK_TARGET = re.compile(r"\]\(([^)\s]+)\)")
@@ -125,7 +126,7 @@ def _prose_only(block: str) -> str:
         if _FENCE.match(line) and not re.match(r"^\s*(`{3,}|~{3,}|:{3,})\{", line):
             kept.append("")  # a bare fence or a code block's fence
         elif _FENCE.match(line):
-            kept.append(re.sub(r"^\s*(`{3,}|~{3,}|:{3,})\{[\w:-]+\}\s*\S*", "", line))
+            kept.append(line.replace(_fence_head(line), " ", 1))  # a directive's title is prose
         elif _OPTION.match(line) or _LABEL.match(line) or line.lstrip().startswith("%"):
             kept.append("")
         else:
@@ -148,12 +149,35 @@ def translatable(block: str) -> bool:
     return re.search(r"[A-Za-z]{2,}", _prose_only(block)) is not None
 
 
+#: Directives whose argument is a name or a path, kept as it is; other directives' arguments are titles.
+NAMED_ARGUMENT = ("solution-start", "solution", "include", "literalinclude", "figure", "image")
+
+
+def _fence_head(line: str) -> str:
+    """A fence line as a translation must keep it: the fence, the directive, and its argument if that is a name."""
+    found = re.match(r"^\s*(`{3,}|~{3,}|:{3,})(?:\{([\w:-]+)\}\s*(\S*))?", line)
+    fence, name, argument = found.group(1), found.group(2), found.group(3)
+    if name is None:
+        return line.strip()
+    return f"{fence}{{{name}}} {argument}" if name in NAMED_ARGUMENT else f"{fence}{{{name}}}"
+
+
+#: A number with a word of magnitude is one figure, the same in either language: "65 million" is "6500 万".
+_MAGNITUDE = re.compile(r"(\d+(?:[.,]\d+)*)\s*(million|billion|百万|千万|万|亿)")
+_MAGNITUDES = {"million": 1e6, "billion": 1e9, "百万": 1e6, "千万": 1e7, "万": 1e4, "亿": 1e8}
+
+
+def _magnitude(found: re.Match) -> str:
+    number = float(found.group(1).replace(",", ""))
+    return f"{number * _MAGNITUDES[found.group(2)]:.0f}"
+
+
 def structure(block: str) -> Counter:
     """The pieces a translation must keep: code, math, roles, link targets, directive lines, figures, heading."""
     pieces: Counter = Counter()
     text = block
     for name, pattern in (("math", _DISPLAY_MATH), ("role", _ROLE), ("code", _CODE), ("math", _MATH)):
-        for found in pattern.findall(text) if name != "code" else [m.group(0) for m in pattern.finditer(text)]:
+        for found in pattern.findall(text):
             pieces[(name, found)] += 1
         text = pattern.sub(" ", text)
     for target in _LINK_TARGET.findall(text):
@@ -165,16 +189,20 @@ def structure(block: str) -> Counter:
     text = _URL.sub(" ", text)
     for line in text.split("\n"):
         if _FENCE.match(line):
-            opening = re.match(r"^\s*(`{3,}|~{3,}|:{3,})(\{[\w:-]+\}\s*[\w.:-]*)?", line)
-            pieces[("fence", opening.group(0).strip())] += 1
+            pieces[("fence", _fence_head(line))] += 1
         elif _OPTION.match(line) or _LABEL.match(line) or line.lstrip().startswith("%"):
             pieces[("line", line.strip())] += 1
     prose = "\n".join(
         "" if (_OPTION.match(line) or _LABEL.match(line) or line.lstrip().startswith("%")) else line
         for line in text.split("\n")
     )
-    prose = re.sub(r"^\s*(`{3,}|~{3,}|:{3,})\{[\w:-]+\}\s*[\w.:-]*", " ", prose, flags=re.M)
+    prose = "\n".join(
+        line.replace(_fence_head(line), " ", 1) if _FENCE.match(line) and "{" in line else line
+        for line in prose.split("\n")
+    )
+    prose = re.sub(r"^\s*(`{3,}|~{3,}|:{3,})(\{[\w:-]+\})?", " ", prose, flags=re.M)
     prose = _HTML.sub(" ", prose)
+    prose = _MAGNITUDE.sub(lambda m: f" {_magnitude(m)} ", prose)
     for figure in _FIGURE.findall(prose):
         pieces[("figure", figure)] += 1
     heading = _HEADING.match(block)
@@ -406,9 +434,9 @@ def first_use_problems(entries: list[tuple[str, str]], terms: list[tuple[str, st
     """The first passage (headings aside) that uses a Chinese term must give the English in parentheses."""
     problems = []
     for en, zh in terms:
-        if zh in ("softmax", "logit", "BLEU") or not re.search(r"[\u4e00-\u9fff]", zh):
+        if en in EVERYDAY_WORDS or en.lower() in zh.lower() or not re.search(r"[\u4e00-\u9fff]", zh):
             continue
-        for english, chinese in entries:
+        for _english, chinese in entries:
             if _HEADING.match(chinese):
                 continue
             prose = _prose_only(chinese)
@@ -470,9 +498,25 @@ def translator(document: Document, base: Path, strict: bool = True):
     return translate
 
 
-def translate_text(text: str, translate) -> str:
+_INCLUDE = re.compile(r"^(\s*(?:`{3,}|:{3,})\{(?:include|literalinclude)\}\s+)(\S+)", re.M)
+
+
+def relocate(block: str, source: str) -> str:
+    """A block of ``source`` with the files its include directives name found from ``zh/``: the English ones."""
+
+    def moved(found: re.Match) -> str:
+        path = found.group(2)
+        if path.startswith("/") or "://" in path:
+            return found.group(0)
+        up = len(Path(source).parent.parts) + EDITION.count("/") + 1
+        return found.group(1) + "../" * up + str(Path(source).parent / path)
+
+    return _INCLUDE.sub(moved, block)
+
+
+def translate_text(text: str, translate, source: str = "") -> str:
     blocks, seps = split_blocks(text)
-    return join_blocks([translate(b) for b in blocks], seps)
+    return join_blocks([relocate(translate(b), source) if source else translate(b) for b in blocks], seps)
 
 
 def edition_notebook(document: Document, base: Path, strict: bool = True) -> str:
@@ -533,7 +577,8 @@ def edition_files(base: Path, strict: bool = True) -> dict[Path, str]:
             files[Path(document.source)] = edition_notebook(document, base, strict)
         else:
             english = (base / document.source).read_text(encoding="utf-8")
-            files[Path(document.source)] = translate_text(english, translator(document, base, strict))
+            translate = translator(document, base, strict)
+            files[Path(document.source)] = translate_text(english, translate, document.source)
     config, toc = edition_config(base, strict)
     files[Path("_config.yml")], files[Path("_toc.yml")] = config, toc
     return files
