@@ -458,8 +458,8 @@ def test_the_split_depends_on_the_sentence_not_the_order_of_the_lines():
     assert split_run_pairs(pairs, 0.1) == split_by_checksum(pairs, (0.8, 0.1, 0.1))  # chapter 1's split, the same
 
 
-def token_batches(lengths, max_tokens, *, seed=0, epoch=0):
-    return BucketBatchSampler(lengths, max_tokens=max_tokens, seed=seed).batches(epoch)
+def token_batches(lengths, batch_tokens, *, seed=0, epoch=0):
+    return BucketBatchSampler(lengths, batch_tokens=batch_tokens, seed=seed).batches(epoch)
 
 
 def test_token_batches_cover_every_pair_once_within_the_budget():
@@ -476,7 +476,7 @@ def test_token_batches_cover_every_pair_once_within_the_budget():
     unsorted = [list(range(k, min(k + 4, 501))) for k in range(0, 501, 4)]
     padding_unsorted = sum(len(b) * max(lengths[i][0] for i in b) - sum(lengths[i][0] for i in b) for b in unsorted)
     assert padding < padding_unsorted / 3  # bucketing by length wastes little on padding
-    with pytest.raises(ValueError, match="max_tokens must be a positive integer"):
+    with pytest.raises(ValueError, match="batch_tokens must be a positive integer"):
         token_batches(lengths, 0)
 
 
