@@ -43,18 +43,25 @@ LANGUAGE = "zh_CN"
 #: The edition's folder in the repository, and its address below the English book's.
 EDITION = "zh"
 
+#: A fence line: ``` or ~~~ (code, or a directive such as ```{exercise}) and ::: (a colon-fenced directive).
 _FENCE = re.compile(r"^(\s*)(`{3,}|~{3,}|:{3,})(.*)$")
+#: The Colab badge that ``attnbook.book`` writes into each notebook's title cell.
 _BADGE = re.compile(r"^\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)\s*$")
-_LABEL = re.compile(r"^\s*\([\w.:-]+\)=\s*$")
-_OPTION = re.compile(r"^\s*:[\w-]+:")
-_ROLE = re.compile(r"\{[\w:-]+\}`[^`]*`")
-#: An inline code span, which may run over a line break (the prose has no double-backtick spans).
+_LABEL = re.compile(r"^\s*\([\w.:-]+\)=\s*$")  # a MyST target, (sec-name)=
+_OPTION = re.compile(r"^\s*:[\w-]+:")  # a directive's option line, :label: ex-name
+_ROLE = re.compile(r"\{[\w:-]+\}`[^`]*`")  # {cite:t}`key`, {doc}`page`...
+
+#: The pieces of a passage kept character for character, in the order they are taken out of it.
+#: An inline code span may run over a line break (the prose has no double-backtick spans).
 _CODE = re.compile(r"(?<!`)`(?:[^`\n]|\n(?![ \t]*\n))+`(?!`)")
 _DISPLAY_MATH = re.compile(r"\$\$.+?\$\$", re.S)
 _MATH = re.compile(r"(?<![\\$])\$(?!\s)[^$\n]+?(?<![\s\\])\$(?!\d)")
+_KEPT = (("math", _DISPLAY_MATH), ("role", _ROLE), ("code", _CODE), ("math", _MATH))
+
 _LINK_TARGET = re.compile(r"\]\(([^)\s]+)\)")
 _URL = re.compile(r"<?https?://[^\s>)]+>?")
 _HTML = re.compile(r"<[^>\n]+>")
+#: Digits, with their separators: what a translation must repeat, each as often.
 _FIGURE = re.compile(r"\d+(?:[.,]\d+)*")
 _HEADING = re.compile(r"^(#{1,6})\s")
 
@@ -176,7 +183,7 @@ def structure(block: str) -> Counter:
     """The pieces a translation must keep: code, math, roles, link targets, directive lines, figures, heading."""
     pieces: Counter = Counter()
     text = block
-    for name, pattern in (("math", _DISPLAY_MATH), ("role", _ROLE), ("code", _CODE), ("math", _MATH)):
+    for name, pattern in _KEPT:
         for found in pattern.findall(text):
             pieces[(name, found)] += 1
         text = pattern.sub(" ", text)
