@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from . import FUSED_ATTENTION, Case, Checker, Mistake
+from . import FUSED_ATTENTION, Case, Checker, Mistake, seeded_randn
 
 __all__ = [
     "check_noam_lambda",
@@ -15,11 +15,7 @@ __all__ = [
     "check_cross_attention_steps",
 ]
 
-_gen = torch.Generator().manual_seed(8)
-
-
-def _randn(*shape):
-    return torch.randn(*shape, generator=_gen, dtype=torch.float64)
+_randn = seeded_randn(8, torch.float64)
 
 
 # --- Exercise: the paper's schedule through LambdaLR ------------------------------------------------------

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from . import NO_MODEL, Case, Checker, Mistake
+from . import NO_MODEL, Case, Checker, Mistake, seeded_randn
 
 __all__ = [
     "check_global_query",
@@ -17,11 +17,7 @@ __all__ = [
     "check_step_multiplications",
 ]
 
-_gen = torch.Generator().manual_seed(9)
-
-
-def _randn(*shape, scale=1.0):
-    return torch.randn(*shape, generator=_gen, dtype=torch.float64) * scale
+_randn = seeded_randn(9, torch.float64)
 
 
 def _heads(x, num_heads):
