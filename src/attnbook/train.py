@@ -485,27 +485,16 @@ class History:
         if self.steps:
             x, y = zip(*self.steps)
             ax.plot(x, y, color="tab:blue", alpha=0.35, lw=1, label="training batches")
-        done = self.epochs
-        if done:
-            ax.plot(
-                [e.epoch for e in done],
-                [e.train_loss for e in done],
-                "o-",
-                color="tab:blue",
-                label="training (epoch mean)",
-            )
-            valid = [e for e in done if e.valid_loss is not None]
-            if valid:
-                ax.plot(
-                    [e.epoch for e in valid],
-                    [e.valid_loss for e in valid],
-                    "s-",
-                    color="tab:orange",
-                    label="validation",
-                )
+        valid = [e for e in self.epochs if e.valid_loss is not None]
+        for logs, loss, style, color, label in (
+            (self.epochs, "train_loss", "o-", "tab:blue", "training (epoch mean)"),
+            (valid, "valid_loss", "s-", "tab:orange", "validation"),
+        ):
+            if logs:
+                ax.plot([e.epoch for e in logs], [getattr(e, loss) for e in logs], style, color=color, label=label)
         ax.set(xlabel="epoch", ylabel="loss per target token", title=title or "Training")
         ax.grid(True, alpha=0.3)
-        if self.steps or done:
+        if self.steps or self.epochs:
             ax.legend(loc="upper right")
         return ax
 
