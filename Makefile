@@ -1,10 +1,11 @@
 # Attention, Step by Step: two commands do everything (see README.md).
-#   make book   creates the environment if missing, builds the book, prints where the HTML is
+#   make book   creates the environment if missing, builds both editions of the book (English, and the
+#               Chinese one in _build/html/zh/, generated from the notebooks and locales/), prints where the HTML is
 #   make test   creates the environment if missing, runs every test (library, exercise
 #               checkers, notebook hygiene, strict nbval over every notebook, strict book build)
 #   make test-gpu  the tests marked gpu alone (tests/test_gpu.py): the command line, torchrun with NCCL and
 #               the models on a CUDA GPU; each is skipped, saying why, where PyTorch sees none
-# Other targets: make env, make lab (JupyterLab on localhost, in notebooks/),
+# Other targets: make book-zh (the Chinese edition alone), make env, make lab (JupyterLab on localhost, in notebooks/),
 # make execute (re-run every notebook in place), make portability (rerun the long
 # training notebooks whole on another CPU's kernel path, ~12 minutes), make bench (the benchmarks in
 # tests/benchmarks, kept out of the timed tests, then one summary table), make clean.
@@ -20,7 +21,7 @@ export PYTHONPATH := $(CURDIR)/src
 export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: env book test test-gpu portability lab execute bench clean
+.PHONY: env book book-zh test test-gpu portability lab execute bench clean
 
 env: $(STAMP)
 
@@ -33,9 +34,19 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
+JB_STRICT := --warningiserror --nitpick --keep-going
+
 book: env
-	$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going
-	@echo "The book is at $(CURDIR)/_build/html/index.html"
+	$(VENV)/bin/jupyter-book build . $(JB_STRICT)
+	$(MAKE) --no-print-directory book-zh
+	@echo "The book is at $(CURDIR)/_build/html/index.html (中文版: $(CURDIR)/_build/html/zh/index.html)"
+
+# The Chinese edition: zh/ written from the English notebooks and the catalogues of locales/ (it fails on a
+# passage without a translation), built strict, and put beside the English book as its zh/ folder.
+book-zh: env
+	$(PY) -m attnbook.edition build
+	$(VENV)/bin/jupyter-book build zh $(JB_STRICT) --path-output _build/zh
+	rm -rf _build/html/zh && mkdir -p _build/html && cp -r _build/zh/_build/html _build/html/zh
 
 test: env
 	$(PY) -m pytest

@@ -137,9 +137,19 @@ def _shorten(text: str, limit: int = 140) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+#: Chinese characters and full-width punctuation: the Chinese edition writes "为 57.2%" or "为57.2%" alike.
+_CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"
+_CJK_TEXT = re.compile(f"[{_CJK}]")
+_CJK_NEXT_TO_FIGURE = re.compile(rf"(?<=[{_CJK}])(?=[-−\d])|(?<=[\d%×])(?=[{_CJK}])")
+
+
 def prose_of(markdown: str) -> str:
-    """The running text of a markdown cell: no code, math, links, tags, roles or exercise statements."""
-    text = _EXERCISE.sub(" ", markdown)
+    """The running text of a markdown cell: no code, math, links, tags, roles or exercise statements.
+
+    A Chinese character or full-width mark beside a figure is set apart by a space, as a word would be.
+    """
+    text = _CJK_NEXT_TO_FIGURE.sub(" ", markdown)
+    text = _EXERCISE.sub(" ", text)
     text = _CODE_BLOCK.sub(" ", text)  # code shown in the text (not a directive: those fences hold prose)
     text = re.sub(
         r"^(`{3,4})\{[a-z-]+\}[^\n]*\n(?::[a-z-]+:[^\n]*\n)*", " ", text, flags=re.MULTILINE
@@ -152,7 +162,7 @@ def prose_of(markdown: str) -> str:
 
 def sentences(text: str) -> list[str]:
     """Sentences, list items and table rows: a citation exempts only the figures of its own sentence."""
-    ends = r"(?<=[.!?:;])\)?\s+(?=[A-Z(*\"“\x00])|(?<=\.\))\s+"
+    ends = r"(?<=[.!?:;])\)?\s+(?=[A-Z(*\"“\x00])|(?<=\.\))\s+|(?<=[。！？])\s*"
     return [s for s in re.split(ends + r"|\n\s*\n|\n\s*[-*]\s+|\n\|", text) if s and s.strip()]
 
 
@@ -366,7 +376,12 @@ def source_numbers(source: str) -> list[tuple[float, int]]:
 def check_quote(text: str, source: str, where: str, prose: str) -> str | None:
     """None if the quoted figure is what its source prints (or the setting it assigns); else why not."""
     flat = " ".join(prose.split())
-    if text not in flat:
+    # In the Chinese edition the words of a quote are translated; its figure, if it has one, is not.
+    present = text in flat
+    if not present and _CJK_TEXT.search(flat):
+        figure = re.search(r"\d[\d,]*(?:\.\d+)?%?", text)
+        present = figure is None or figure.group(0) in flat
+    if not present:
         return f"{where}: declares a quote {text!r} of {source} that its text no longer contains"
     if ORDERING.fullmatch(text):  # a word of ordering quoted from another document: its source prints it
         path = ROOT / source
@@ -465,7 +480,10 @@ def _output_text(cell) -> str:
 
 
 def _points_below(sentence: str) -> bool:
-    return bool(re.search(r"\b(below|following|next cell|this cell|the cell that follows)\b", sentence, re.IGNORECASE))
+    return bool(
+        re.search(r"\b(below|following|next cell|this cell|the cell that follows)\b", sentence, re.IGNORECASE)
+        or re.search(r"下表|下面|下方|下文|如下|于下|下一个单元格|这个单元格|此单元格", sentence)
+    )
 
 
 SUMMARY = re.compile(r"#+\s*Summary\b", re.IGNORECASE)

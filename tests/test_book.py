@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -75,39 +76,100 @@ def test_toc_files_exist():
         assert (ROOT / f"{name}.md").exists() or (ROOT / f"{name}.ipynb").exists(), name
 
 
-@pytest.mark.slow
-def test_strict_book_build_has_no_warnings_and_colab_links(tmp_path):
+def _build(folder: Path, output: Path) -> subprocess.Popen:
     jb = shutil.which("jupyter-book", path=str(Path(sys.executable).parent))
     assert jb, "jupyter-book is not installed in this environment"
-    build = subprocess.run(
-        [
-            jb,
-            "build",
-            str(ROOT),
-            "--warningiserror",
-            "--nitpick",
-            "--keep-going",
-            "--all",
-            "--path-output",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
+    command = [jb, "build", str(folder), "--warningiserror", "--nitpick", "--keep-going", "--all"]
+    return subprocess.Popen(
+        [*command, "--path-output", str(output)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    log = build.stdout + build.stderr
-    warnings = [line for line in log.splitlines() if re.search(r"WARNING|ERROR", line)]
-    assert build.returncode == 0 and not warnings, "\n".join(warnings) or log[-3000:]
-    html = tmp_path / "_build" / "html"
+
+
+@pytest.fixture(scope="module")
+def books(tmp_path_factory):
+    """Both editions built strict, side by side, the Chinese one in the English one's zh/ as `make book` does."""
+    out = tmp_path_factory.mktemp("books")
+    builds = {"en": _build(ROOT, out / "en"), "zh": _build(ROOT / "zh", out / "zh")}
+    logs = {name: build.communicate()[0] for name, build in builds.items()}
+    codes = {name: build.returncode for name, build in builds.items()}
+    html = out / "en" / "_build" / "html"
+    if (out / "zh" / "_build" / "html").is_dir():
+        shutil.copytree(out / "zh" / "_build" / "html", html / "zh")
+    return html, logs, codes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edition", ["en", "zh"])
+def test_strict_book_build_has_no_warnings(books, edition):
+    _, logs, codes = books
+    warnings = [line for line in logs[edition].splitlines() if re.search(r"WARNING|ERROR|CRITICAL", line)]
+    assert codes[edition] == 0 and not warnings, "\n".join(warnings) or logs[edition][-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edition", ["", "zh"])
+def test_every_chapter_has_its_colab_link_and_numbered_exercises(books, edition):
+    html = books[0] / edition
     for nb in NOTEBOOKS:
         page = (html / "notebooks" / f"{nb.stem}.html").read_text()
-        assert f'href="{colab_url(nb.name)}"' in page, f"{nb.stem}.html lacks its Colab link"
+        link = colab_url(nb.name).replace("/notebooks/", f"/{edition}/notebooks/" if edition else "/notebooks/")
+        assert f'href="{link}"' in page, f"{edition or 'en'}: {nb.stem}.html lacks its Colab link {link}"
         assert "attnbook @ git+" not in page, f"{nb.stem}.html shows the setup cell"
         chapter = int(nb.stem.split("_")[0])
-        titles = re.findall(
-            r'<p class="admonition-title">\s*<span class="caption-number">Exercise ([\d.]+) </span>', page
-        )
+        titles = re.findall(r'<p class="admonition-title">\s*<span class="caption-number">[^<]*?([\d.]+) </span>', page)
         expected = [f"{chapter}.{k}" for k in range(1, len(titles) + 1)]
         assert titles and titles == expected, f"{nb.stem}.html numbers its exercises {titles}, not {expected}"
+
+
+@pytest.mark.slow
+def test_every_page_links_the_same_page_of_the_other_edition(books):
+    html = books[0]
+    pages = [
+        p for p in html.rglob("*.html") if "_static" not in p.parts and p.name not in ("search.html", "genindex.html")
+    ]
+    switched = 0
+    for page in pages:
+        found = re.search(r'<p class="edition-switch"><a href="([^"]+)"', page.read_text())
+        if page.name == "index.html" and found is None:
+            continue  # the redirect to the first page
+        assert found, f"{page.relative_to(html)} has no link to the other edition"
+        target = (page.parent / found.group(1)).resolve()
+        assert target.is_file(), f"{page.relative_to(html)} links {found.group(1)}, which the other edition lacks"
+        switched += 1
+    assert switched >= 2 * (len(NOTEBOOKS) + 10)
+
+
+@pytest.mark.slow
+def test_both_editions_serve_mathjax_themselves_and_search_chinese_words(books):
+    html = books[0]
+    for page in (html / "notebooks" / "03_attention.html", html / "zh" / "notebooks" / "03_attention.html"):
+        scripts = re.findall(r'<script[^>]*src="([^"]*mathjax[^"]*)"', page.read_text())
+        assert scripts and all("://" not in s for s in scripts), f"{page}: MathJax from {scripts}, not from the build"
+        assert all((page.parent / s).is_file() for s in scripts)
+    index = (html / "zh" / "searchindex.js").read_text(encoding="utf-8")
+    for word in ("注意力", "自注意力", "多头注意力", "位置编码", "束搜索", "标签平滑", "掩码"):
+        assert json.dumps(word) in index or f'"{word}"' in index, f"the Chinese search index has no entry for {word}"
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+#: Chromium without a network: every host name fails, so that a page can only use what the build holds.
+OFFLINE = ["--host-resolver-rules=MAP * ~NOTFOUND", "--disable-background-networking", "--no-first-run"]
+
+
+def _chromium(*arguments: str, user_data: Path) -> str:
+    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={user_data}", *OFFLINE]
+    done = subprocess.run([*command, *arguments], capture_output=True, text=True, timeout=120)
+    return done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (.ci/run installs Debian's)")
+@pytest.mark.parametrize("edition", ["", "zh"])
+def test_formulas_render_offline_in_a_browser(books, edition, tmp_path):
+    page = books[0] / edition / "notebooks" / "03_attention.html"
+    dom = _chromium("--virtual-time-budget=20000", "--dump-dom", page.as_uri(), user_data=tmp_path / "profile")
+    assert dom.count("<mjx-container") > 20, "MathJax did not typeset the chapter's formulas without a network"
+    assert "$$" not in re.sub(r"<script.*?</script>", "", dom, flags=re.S)
 
 
 def test_exercises_are_numbered_within_their_chapter():

@@ -108,19 +108,19 @@ def test_drop_last_and_sampler_lengths():
 
 def test_a_token_budget_instead_of_a_batch_size(corpus):
     lengths = PairDataset(corpus.train, corpus.src_vocab, corpus.tgt_vocab).lengths()
-    sampler = BucketBatchSampler(lengths, max_tokens=300, seed=3)
+    sampler = BucketBatchSampler(lengths, batch_tokens=300, seed=3)
     batches = sampler.batches(0)
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
     assert all(len(b) * max(max(lengths[i][0], lengths[i][1] + 1) for i in b) <= 300 or len(b) == 1 for b in batches)
     assert len({len(b) for b in batches}) > 1  # short sentences make larger batches
     assert len(sampler) == len(batches) and list(sampler) == batches and sampler.batches(1) != batches
-    in_order = BucketBatchSampler(lengths, max_tokens=300, shuffle=False).batches(0)
+    in_order = BucketBatchSampler(lengths, batch_tokens=300, shuffle=False).batches(0)
     assert [lengths[i] for b in in_order for i in b] == sorted(lengths)
     for kwargs, message in [
         ({}, "give either batch_size"),
-        ({"batch_size": 8, "max_tokens": 300}, "give either batch_size"),
-        ({"max_tokens": 0}, "max_tokens must be a positive integer"),
-        ({"max_tokens": 300, "drop_last": True}, "drop_last goes with batch_size"),
+        ({"batch_size": 8, "batch_tokens": 300}, "give either batch_size"),
+        ({"batch_tokens": 0}, "batch_tokens must be a positive integer"),
+        ({"batch_tokens": 300, "drop_last": True}, "drop_last goes with batch_size"),
     ]:
         with pytest.raises(ValueError, match=message):
             BucketBatchSampler(lengths, **kwargs)

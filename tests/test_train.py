@@ -534,6 +534,11 @@ class _Handle:
 def _record_display(monkeypatch):
     import IPython.display
 
+    import attnbook.train as train_module
+
+    # What a notebook's setup passes in (attnbook.notebook.setup); restored after the test.
+    monkeypatch.setattr(train_module, "_loss_figure", notebook_module.LossFigure.for_training)
+
     calls = []
 
     def display(obj, display_id=None):
@@ -568,6 +573,29 @@ def test_outside_a_notebook_nothing_is_displayed(monkeypatch):
     train(_model(), TRAIN, epochs=1, verbose=False)  # plot defaults to "in a notebook"
     assert calls == []
     assert notebook_module._watched_interactively() is False
+
+
+def test_the_library_draws_only_the_figure_a_notebook_passes_in(monkeypatch):
+    import ast
+
+    import attnbook.train as train_module
+
+    source = ast.parse(Path(train_module.__file__).read_text())
+    imported = [n.module or "" for n in ast.walk(source) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(source) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in imported if "notebook" in m], "the training loop imports nothing of the notebooks"
+    monkeypatch.setattr(train_module, "_loss_figure", None)
+    with pytest.raises(RuntimeError, match="attnbook.notebook.setup"):
+        train(_model(), TRAIN, epochs=1, plot=True, verbose=False)
+    train(_model(), TRAIN, epochs=1, verbose=False)  # plot by default: nothing passed in, nothing drawn
+    with pytest.raises(TypeError, match="callable"):
+        train_module.use_loss_figure("LossFigure")
+    threads = torch.get_num_threads()
+    notebook_module.setup(threads=threads, figures=False)
+    assert train_module._loss_figure is None
+    monkeypatch.setattr(notebook_module, "_figure_defaults", lambda: None)  # leave matplotlib's settings alone
+    notebook_module.setup(threads=threads)
+    assert train_module._loss_figure == notebook_module.LossFigure.for_training
 
 
 def test_history_plot_draws_on_given_axes():

@@ -284,7 +284,7 @@ def test_no_test_split_trains_on_the_test_pairs_and_keeps_the_validation_pairs(e
 def test_the_decoding_chosen_on_the_validation_pairs_is_used_unless_told_otherwise(en_fr_run, capsys):
     choice = json.loads((en_fr_run / "decoding.json").read_text())
     chosen = choice["chosen"]
-    assert {c["alpha"] for c in choice["candidates"] if c["beam"] == 4} == {
+    assert {c["alpha"] for c in choice["candidates"] if c["beam_size"] == 4} == {
         0.0,
         0.2,
         0.4,
@@ -299,7 +299,7 @@ def test_the_decoding_chosen_on_the_validation_pairs_is_used_unless_told_otherwi
     }
     assert all(0 <= c["brevity_penalty"] <= 1 for c in choice["candidates"])
     status, out, err = run(["evaluate", en_fr_run, "--limit", "3"], capsys)
-    how = "greedy" if chosen["beam"] == 1 else f"beam 4, α {chosen['alpha']:g}"
+    how = "greedy" if chosen["beam_size"] == 1 else f"beam 4, α {chosen['alpha']:g}"
     assert status == 0 and f"{how}, at most {chosen['max_len_a']:g} × source + {chosen['max_len_b']} tokens" in out, err
     status, out, err = run(
         ["evaluate", en_fr_run, "--limit", "3", "--beam", "2", "--alpha", "1.5", "--max-len-b", "7"], capsys
@@ -458,8 +458,8 @@ def test_the_split_depends_on_the_sentence_not_the_order_of_the_lines():
     assert split_run_pairs(pairs, 0.1) == split_by_checksum(pairs, (0.8, 0.1, 0.1))  # chapter 1's split, the same
 
 
-def token_batches(lengths, max_tokens, *, seed=0, epoch=0):
-    return BucketBatchSampler(lengths, max_tokens=max_tokens, seed=seed).batches(epoch)
+def token_batches(lengths, batch_tokens, *, seed=0, epoch=0):
+    return BucketBatchSampler(lengths, batch_tokens=batch_tokens, seed=seed).batches(epoch)
 
 
 def test_token_batches_cover_every_pair_once_within_the_budget():
@@ -476,7 +476,7 @@ def test_token_batches_cover_every_pair_once_within_the_budget():
     unsorted = [list(range(k, min(k + 4, 501))) for k in range(0, 501, 4)]
     padding_unsorted = sum(len(b) * max(lengths[i][0] for i in b) - sum(lengths[i][0] for i in b) for b in unsorted)
     assert padding < padding_unsorted / 3  # bucketing by length wastes little on padding
-    with pytest.raises(ValueError, match="max_tokens must be a positive integer"):
+    with pytest.raises(ValueError, match="batch_tokens must be a positive integer"):
         token_batches(lengths, 0)
 
 
@@ -630,7 +630,7 @@ def test_a_run_folder_without_its_subword_model_says_so(en_fr_run, tmp_path, cap
 
 def test_bad_decoding_options_and_sentences(en_fr_run, capsys, monkeypatch):
     for command in (["translate", en_fr_run, "Hi."], ["evaluate", en_fr_run]):
-        assert_clean_error(*run([*command, "--beam", "0"], capsys)[::2], "--beam must be at least 1")
+        assert_clean_error(*run([*command, "--beam", "0"], capsys)[::2], "--beam-size must be at least 1")
         assert_clean_error(*run([*command, "--alpha", "-0.5"], capsys)[::2], "--alpha must be >= 0")
     assert_clean_error(*run(["translate", en_fr_run, "Hi.", "  "], capsys)[::2], "argument 2 is empty")
     assert_clean_error(
@@ -1096,3 +1096,22 @@ def test_the_longest_output_fits_the_validation_references():
     ratio = output_ratio(pairs, extra=10, share=1.0)
     assert all(len(p.tgt_tok) <= ratio * len(p.src_tok) + 10 for p in pairs)
     assert ratio == 4.8 and output_ratio(pairs[:5], extra=10) == 0.5  # 29 = 4.75 × 4 + 10; never below 0.5
+
+
+def test_the_beam_size_has_one_name_and_the_old_spellings_still_work(tmp_path):
+    import argparse
+
+    from attnbook.translate.console import Console
+    from attnbook.translate.run_folder import DECODING_FILE, read_decoding
+    from attnbook.translate.settings import Decoding, add_options, from_args
+
+    parser = argparse.ArgumentParser()
+    add_options(parser, Decoding)
+    for spelling in ("--beam-size", "--beam"):
+        assert from_args(Decoding, parser.parse_args([spelling, "3"])).beam_size == 3
+    old = {"chosen": {"beam": 2, "alpha": 1.0, "max_len_a": 1.2, "max_len_b": 10}}  # a folder of an older release
+    (tmp_path / DECODING_FILE).write_text(json.dumps(old), encoding="utf-8")
+    assert read_decoding(tmp_path, Console())["beam_size"] == 2
+    new = {"chosen": {"beam_size": 5, "alpha": 0.6}}
+    (tmp_path / DECODING_FILE).write_text(json.dumps(new), encoding="utf-8")
+    assert read_decoding(tmp_path, Console()) == {"beam_size": 5, "alpha": 0.6}

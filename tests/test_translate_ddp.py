@@ -87,7 +87,7 @@ def test_two_processes_equal_one_process_over_the_same_global_batches(tmp_path):
         src_vocab,
         tgt_vocab,
     )
-    batches = BucketBatchSampler(dataset.lengths(), max_tokens=s["batch_tokens"], seed=s["seed"]).batches(0)
+    batches = BucketBatchSampler(dataset.lengths(), batch_tokens=s["batch_tokens"], seed=s["seed"]).batches(0)
     assert len(batches) >= 2 * STEPS
 
     def one_process(per_step: int) -> dict:

@@ -106,9 +106,13 @@ def test_the_book_workflow_builds_strictly_and_deploys_to_pages():
     runs = [step["run"] for step in _steps(workflow) if "run" in step]
     assert "make book" in runs
     makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"^book:.*\n\t.*jupyter-book build \. --warningiserror --nitpick --keep-going$", makefile, re.M), (
-        "`make book` is the strict build"
+    assert re.search(r"^JB_STRICT := --warningiserror --nitpick --keep-going$", makefile, re.M)
+    assert re.search(r"^book:.*\n\t.*jupyter-book build \. \$\(JB_STRICT\)\n\t\$\(MAKE\).* book-zh$", makefile, re.M), (
+        "`make book` is the strict build of both editions"
     )
+    assert re.search(
+        r"^book-zh:.*\n\t.*attnbook.edition build\n\t.*jupyter-book build zh \$\(JB_STRICT\)", makefile, re.M
+    ), "`make book-zh` writes zh/ from the catalogues and builds it strict"
     uses = [step["uses"].split("@")[0] for step in _steps(workflow) if "uses" in step]
     for action in ("actions/configure-pages", "actions/upload-pages-artifact", "actions/deploy-pages"):
         assert action in uses, action

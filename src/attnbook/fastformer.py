@@ -596,7 +596,15 @@ class LinformerSelfAttention(nn.Module):
 class _PostNormLayer(nn.Module):
     """``a = LayerNorm(x + dropout(attention(x)))``, then ``LayerNorm(a + dropout(FFN(a)))`` with a GELU FFN."""
 
-    def __init__(self, d_model: int, d_ff: int | None, dropout: float, eps: float) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int | None = None,
+        dropout: float = 0.1,
+        eps: float = 1e-12,
+        **attention_options,
+    ) -> None:
         super().__init__()
         _check_dropout(dropout)
         d_ff = 4 * d_model if d_ff is None else d_ff
@@ -608,6 +616,10 @@ class _PostNormLayer(nn.Module):
         self.output = nn.Linear(d_ff, d_model)
         self.output_norm = nn.LayerNorm(d_model, eps=eps)
         self.dropout = nn.Dropout(dropout)
+        self._build_attention(d_model, num_heads, **attention_options)
+
+    def _build_attention(self, d_model: int, num_heads: int, **attention_options) -> None:
+        raise NotImplementedError
 
     def _attend(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None, causal: bool) -> torch.Tensor:
         raise NotImplementedError
@@ -633,16 +645,7 @@ class FastformerLayer(_PostNormLayer):
     ``init_std``) pass through.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        d_ff: int | None = None,
-        dropout: float = 0.1,
-        eps: float = 1e-12,
-        **attention_options,
-    ) -> None:
-        super().__init__(d_model, d_ff, dropout, eps)
+    def _build_attention(self, d_model, num_heads, **attention_options):
         self.attention = FastSelfAttention(d_model, num_heads, **attention_options)
         self.attention_output = nn.Linear(d_model, d_model)
 
@@ -659,15 +662,7 @@ class SoftmaxEncoderLayer(_PostNormLayer):
     parameters, up to Fastformer's two small scoring layers (``2 (d H + H)``).
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        d_ff: int | None = None,
-        dropout: float = 0.1,
-        eps: float = 1e-12,
-    ) -> None:
-        super().__init__(d_model, d_ff, dropout, eps)
+    def _build_attention(self, d_model, num_heads):
         self.attention = MultiHeadAttention(d_model, num_heads, dropout=0.0)
 
     def _attend(self, x, key_padding_mask, causal):
@@ -675,14 +670,38 @@ class SoftmaxEncoderLayer(_PostNormLayer):
 
 
 class _Stack(nn.Module):
-    def __init__(self, make_layer, d_model: int, num_layers: int, share_layers: bool) -> None:
+    """``num_layers`` layers of the class ``layer_type``, or one applied ``num_layers`` times (``share_layers``).
+
+    ``d_model``, ``num_heads``, ``d_ff``, ``dropout``, ``eps`` and any other
+    keyword options are the layer's.
+    """
+
+    layer_type: type[_PostNormLayer]
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        num_layers: int,
+        d_ff: int | None = None,
+        dropout: float = 0.1,
+        share_layers: bool = False,
+        eps: float = 1e-12,
+        **layer_options,
+    ) -> None:
         super().__init__()
+        _check_heads(d_model, num_heads)
         if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
             raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
         self.d_model = d_model
         self.num_layers = num_layers
         self.share_layers = share_layers
-        self.layers = nn.ModuleList([make_layer() for _ in range(1 if share_layers else num_layers)])
+        self.layers = nn.ModuleList(
+            [
+                self.layer_type(d_model, num_heads, d_ff, dropout, eps, **layer_options)
+                for _ in range(1 if share_layers else num_layers)
+            ]
+        )
 
     def extra_repr(self) -> str:
         return f"num_layers={self.num_layers}, share_layers={self.share_layers}"
@@ -704,46 +723,14 @@ class FastformerEncoder(_Stack):
     layer's parameters, applied ``num_layers`` times. Positions are the
     caller's business (add an encoding from :mod:`attnbook.positional`
     first), as is pooling the output (:class:`AttentionPooling`).
-    ``forward(x, key_padding_mask=None, causal=False)``.
+    ``forward(x, key_padding_mask=None, causal=False)``. Keyword options of
+    :class:`FastSelfAttention` pass through to every layer.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        num_layers: int,
-        d_ff: int | None = None,
-        dropout: float = 0.1,
-        share_layers: bool = False,
-        eps: float = 1e-12,
-        **attention_options,
-    ) -> None:
-        _check_heads(d_model, num_heads)
-        super().__init__(
-            lambda: FastformerLayer(d_model, num_heads, d_ff, dropout, eps, **attention_options),
-            d_model,
-            num_layers,
-            share_layers,
-        )
+    layer_type = FastformerLayer
 
 
 class SoftmaxEncoder(_Stack):
     """A stack of :class:`SoftmaxEncoderLayer` s, with the same options as :class:`FastformerEncoder`."""
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        num_layers: int,
-        d_ff: int | None = None,
-        dropout: float = 0.1,
-        share_layers: bool = False,
-        eps: float = 1e-12,
-    ) -> None:
-        _check_heads(d_model, num_heads)
-        super().__init__(
-            lambda: SoftmaxEncoderLayer(d_model, num_heads, d_ff, dropout, eps),
-            d_model,
-            num_layers,
-            share_layers,
-        )
+    layer_type = SoftmaxEncoderLayer

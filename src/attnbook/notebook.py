@@ -227,6 +227,9 @@ def setup(seed: int = 0, threads: int = DEFAULT_THREADS, device: str | None = No
     chosen = _pick_device(device)
     if figures:
         _figure_defaults()
+    from attnbook.train import use_loss_figure
+
+    use_loss_figure(LossFigure.for_training if figures else None)  # train() draws its loss curve with it
     if os.environ.get(STRICT_WARNINGS, "") not in ("", "0"):
         strict_deprecations()
     return Setup(seed=seed, threads=threads, device=chosen, colab=in_colab())

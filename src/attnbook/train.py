@@ -10,9 +10,10 @@ gradient norm, then measures the loss on the validation batches. It stops after
 notebooks budget epochs, because a budget in seconds depends on the machine
 and would make the stored results irreproducible.
 
-In a notebook the loss curve (:class:`attnbook.notebook.LossFigure`, a pair of
-the loop's callbacks) is drawn as training goes when a person is watching, and
-exactly one final figure is left in the cell's output either way.
+In a notebook the loss curve is drawn as training goes when a person is
+watching, and exactly one final figure is left in the cell's output either way.
+The library draws nothing itself: :func:`attnbook.notebook.setup` passes the
+figure in (:func:`use_loss_figure`), as a pair of the loop's callbacks.
 
 The recipe of Vaswani et al. (2017), chapter 8: :class:`NoamSchedule`, the
 learning rate that warms up linearly and then decays as the inverse square root
@@ -63,6 +64,7 @@ __all__ = [
     "TrainStep",
     "History",
     "train",
+    "use_loss_figure",
     "save_checkpoint",
     "read_checkpoint",
     "load_checkpoint",
@@ -483,27 +485,16 @@ class History:
         if self.steps:
             x, y = zip(*self.steps)
             ax.plot(x, y, color="tab:blue", alpha=0.35, lw=1, label="training batches")
-        done = self.epochs
-        if done:
-            ax.plot(
-                [e.epoch for e in done],
-                [e.train_loss for e in done],
-                "o-",
-                color="tab:blue",
-                label="training (epoch mean)",
-            )
-            valid = [e for e in done if e.valid_loss is not None]
-            if valid:
-                ax.plot(
-                    [e.epoch for e in valid],
-                    [e.valid_loss for e in valid],
-                    "s-",
-                    color="tab:orange",
-                    label="validation",
-                )
+        valid = [e for e in self.epochs if e.valid_loss is not None]
+        for logs, loss, style, color, label in (
+            (self.epochs, "train_loss", "o-", "tab:blue", "training (epoch mean)"),
+            (valid, "valid_loss", "s-", "tab:orange", "validation"),
+        ):
+            if logs:
+                ax.plot([e.epoch for e in logs], [getattr(e, loss) for e in logs], style, color=color, label=label)
         ax.set(xlabel="epoch", ylabel="loss per target token", title=title or "Training")
         ax.grid(True, alpha=0.3)
-        if self.steps or done:
+        if self.steps or self.epochs:
             ax.legend(loc="upper right")
         return ax
 
@@ -582,6 +573,22 @@ class _Step:
         return float(loss.detach()), int((batch.tgt_out != self.pad_id).sum())
 
 
+#: What draws the loss curve of :func:`train`: ``factory(history, title, plot=, live=, every=)`` returns
+#: ``None`` or an object with ``on_step``, ``on_epoch`` and ``finish``. None (the default) draws nothing.
+_loss_figure: Callable[..., Any] | None = None
+
+
+def use_loss_figure(factory: Callable[..., Any] | None) -> None:
+    """Let :func:`train` draw its loss curve with ``factory`` (``None``: draw nothing).
+
+    A notebook's setup passes in :meth:`attnbook.notebook.LossFigure.for_training`.
+    """
+    global _loss_figure
+    if factory is not None and not callable(factory):
+        raise TypeError(f"use_loss_figure expects a callable or None, got {type(factory).__name__}")
+    _loss_figure = factory
+
+
 def train(
     model: nn.Module,
     train_batches: Iterable | Callable[[int], Iterable],
@@ -623,10 +630,10 @@ def train(
     after every optimizer (and scheduler) step, ``on_epoch(EpochLog)`` after
     every epoch's validation; either one returning ``True`` ends training
     there (a cut-short epoch is still validated), recorded as ``stopped_by``.
-    A notebook's loss curve is one more pair of them
-    (:class:`attnbook.notebook.LossFigure`): ``plot`` (default: in a notebook)
-    draws it, ``live`` (default: when a person runs the notebook) updates it as
-    training goes, ``title`` names it.
+    A notebook's loss curve is one more pair of them, passed in by the notebook's
+    setup (:func:`use_loss_figure`): ``plot`` (default: in a notebook) draws it,
+    ``live`` (default: when a person runs the notebook) updates it as training
+    goes, ``title`` names it. ``plot=True`` where nothing was passed in is an error.
     """
     _check_loop_arguments(epochs, max_seconds, clip, log_every)
     if pad_id is None:
@@ -635,10 +642,14 @@ def train(
         torch.manual_seed(seed)
     history = History()
     figure = None
-    if plot or plot is None:
-        from .notebook import LossFigure
-
-        figure = LossFigure.for_training(history, title, plot=plot, live=live, every=4 * log_every)
+    if plot is not False:
+        if _loss_figure is None and plot:
+            raise RuntimeError(
+                "train(plot=True) draws with the figure a notebook's setup passes in: "
+                "call attnbook.notebook.setup() first (or train.use_loss_figure)"
+            )
+        if _loss_figure is not None:
+            figure = _loss_figure(history, title, plot=plot, live=live, every=4 * log_every)
     step_hooks = [hook for hook in (figure and figure.on_step, on_step) if hook is not None]
     epoch_hooks = [hook for hook in (figure and figure.on_epoch, on_epoch) if hook is not None]
     optimizer = optimizer or torch.optim.Adam(model.parameters(), lr=lr)

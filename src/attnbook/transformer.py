@@ -278,13 +278,15 @@ class DecoderLayer(nn.Module):
 # --- Stacks --------------------------------------------------------------------------------------
 
 
-class Encoder(nn.Module):
-    """``num_layers`` :class:`EncoderLayer` s; with ``norm_first=True``, a final LayerNorm.
+class _Stack(nn.Module):
+    """``num_layers`` layers of the class ``layer_type``, run in turn; with ``norm_first=True``, a final LayerNorm.
 
-    ``forward(x, src_mask, need_weights=False)`` takes embedded inputs
-    ``(B, S, d_model)`` and returns the memory ``(B, S, d_model)``, and with
-    ``need_weights`` the list of each layer's weights ``(B, h, S, S)``.
+    Every layer takes the stream first and its other inputs after it; with
+    ``need_weights=True`` it returns ``(x, *weights)``, and the stack returns
+    its output and, for each kind of weights, the list of every layer's.
     """
+
+    layer_type: type[nn.Module]
 
     def __init__(
         self,
@@ -300,26 +302,40 @@ class Encoder(nn.Module):
         super().__init__()
         _check_positive(num_layers=num_layers)
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, attention_dropout, ffn_dropout)
+            self.layer_type(d_model, num_heads, d_ff, dropout, norm_first, attention_dropout, ffn_dropout)
             for _ in range(num_layers)
         )
         # A pre-LN stack adds every sublayer's output to an unnormalized stream: normalize it once at the end.
         self.norm = nn.LayerNorm(d_model) if norm_first else None
 
-    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None = None, need_weights: bool = False):
-        weights = []
+    def _run(self, x: torch.Tensor, *inputs, need_weights: bool):
+        per_layer = []
         for layer in self.layers:
             if need_weights:
-                x, w = layer(x, src_mask, need_weights=True)
-                weights.append(w)
+                x, *weights = layer(x, *inputs, need_weights=True)
+                per_layer.append(weights)
             else:
-                x = layer(x, src_mask)
+                x = layer(x, *inputs)
         if self.norm is not None:
             x = self.norm(x)
-        return (x, weights) if need_weights else x
+        return (x, *map(list, zip(*per_layer))) if need_weights else x
 
 
-class Decoder(nn.Module):
+class Encoder(_Stack):
+    """``num_layers`` :class:`EncoderLayer` s; with ``norm_first=True``, a final LayerNorm.
+
+    ``forward(x, src_mask, need_weights=False)`` takes embedded inputs
+    ``(B, S, d_model)`` and returns the memory ``(B, S, d_model)``, and with
+    ``need_weights`` the list of each layer's weights ``(B, h, S, S)``.
+    """
+
+    layer_type = EncoderLayer
+
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None = None, need_weights: bool = False):
+        return self._run(x, src_mask, need_weights=need_weights)
+
+
+class Decoder(_Stack):
     """``num_layers`` :class:`DecoderLayer` s; with ``norm_first=True``, a final LayerNorm.
 
     ``forward(x, memory, memory_mask, tgt_mask, need_weights=False)`` takes
@@ -329,24 +345,7 @@ class Decoder(nn.Module):
     and cross-attention ``(B, h, T, S)`` weights.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        num_layers: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        norm_first: bool = False,
-        attention_dropout: float = 0.0,
-        ffn_dropout: float = 0.0,
-    ) -> None:
-        super().__init__()
-        _check_positive(num_layers=num_layers)
-        self.layers = nn.ModuleList(
-            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, attention_dropout, ffn_dropout)
-            for _ in range(num_layers)
-        )
-        self.norm = nn.LayerNorm(d_model) if norm_first else None
+    layer_type = DecoderLayer
 
     def forward(
         self,
@@ -356,17 +355,7 @@ class Decoder(nn.Module):
         tgt_mask: torch.Tensor | None = None,
         need_weights: bool = False,
     ):
-        self_weights, cross_weights = [], []
-        for layer in self.layers:
-            if need_weights:
-                x, w_self, w_cross = layer(x, memory, memory_mask, tgt_mask, need_weights=True)
-                self_weights.append(w_self)
-                cross_weights.append(w_cross)
-            else:
-                x = layer(x, memory, memory_mask, tgt_mask)
-        if self.norm is not None:
-            x = self.norm(x)
-        return (x, self_weights, cross_weights) if need_weights else x
+        return self._run(x, memory, memory_mask, tgt_mask, need_weights=need_weights)
 
 
 # --- The configuration ---------------------------------------------------------------------------

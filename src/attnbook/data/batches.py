@@ -165,10 +165,10 @@ class PairDataset(Dataset):
 class BucketBatchSampler(Sampler):
     """Yields lists of indices: batches, optionally of similar lengths, deterministic per seed.
 
-    A batch holds ``batch_size`` examples, or, with ``max_tokens`` instead, as
+    A batch holds ``batch_size`` examples, or, with ``batch_tokens`` instead, as
     many as fit in that many padded positions: a batch of ``B`` pairs whose
     longest source has ``S`` tokens and longest target ``T`` (plus ``<eos>``)
-    costs ``B * max(S, T + 1)`` positions, and a pair longer than ``max_tokens``
+    costs ``B * max(S, T + 1)`` positions, and a pair longer than ``batch_tokens``
     gets a batch of its own. A token budget keeps the memory of a step about
     constant: many short sentences or a few long ones.
 
@@ -190,20 +190,20 @@ class BucketBatchSampler(Sampler):
         drop_last: bool = False,
         pool_batches: int = 50,
         *,
-        max_tokens: int | None = None,
+        batch_tokens: int | None = None,
     ) -> None:
-        if (batch_size is None) == (max_tokens is None):
-            raise ValueError("give either batch_size (examples per batch) or max_tokens (padded positions per batch)")
-        for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
+        if (batch_size is None) == (batch_tokens is None):
+            raise ValueError("give either batch_size (examples per batch) or batch_tokens (padded positions per batch)")
+        for name, value in (("batch_size", batch_size), ("batch_tokens", batch_tokens)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if pool_batches < 1:
             raise ValueError(f"pool_batches must be >= 1, got {pool_batches}")
-        if drop_last and max_tokens is not None:
+        if drop_last and batch_tokens is not None:
             raise ValueError("drop_last goes with batch_size: batches of a token budget have no fixed size")
         self.lengths = list(lengths)
         self.batch_size = batch_size
-        self.max_tokens = max_tokens
+        self.batch_tokens = batch_tokens
         self.shuffle = shuffle
         self.seed = seed
         self.bucket = bucket
@@ -229,7 +229,7 @@ class BucketBatchSampler(Sampler):
                 order = [i for start in range(0, n, pool) for i in sorted(order[start : start + pool], key=key)]
             else:
                 order.sort(key=key)
-        if self.max_tokens is None:
+        if self.batch_tokens is None:
             batches = [order[i : i + self.batch_size] for i in range(0, n, self.batch_size)]
         else:
             batches = self._fill(order)
@@ -246,19 +246,19 @@ class BucketBatchSampler(Sampler):
 
     def _pool_size(self) -> int:
         """How many examples are sorted together: about ``pool_batches`` batches' worth."""
-        if self.max_tokens is None:
+        if self.batch_tokens is None:
             return self.batch_size * self.pool_batches
         total = sum(self._cost(i) for i in range(len(self.lengths)))
-        return max(1, self.pool_batches * self.max_tokens * len(self.lengths) // max(1, total))
+        return max(1, self.pool_batches * self.batch_tokens * len(self.lengths) // max(1, total))
 
     def _fill(self, order: list[int]) -> list[list[int]]:
-        """Cut ``order`` into consecutive batches of at most ``max_tokens`` padded positions."""
+        """Cut ``order`` into consecutive batches of at most ``batch_tokens`` padded positions."""
         batches: list[list[int]] = []
         current: list[int] = []
         longest = 0
         for i in order:
             cost = self._cost(i)
-            if current and max(longest, cost) * (len(current) + 1) > self.max_tokens:
+            if current and max(longest, cost) * (len(current) + 1) > self.batch_tokens:
                 batches.append(current)
                 current, longest = [], 0
             current.append(i)
@@ -273,7 +273,7 @@ class BucketBatchSampler(Sampler):
         return iter(self.batches(epoch))
 
     def __len__(self) -> int:
-        if self.max_tokens is not None:  # how many fit depends on the order: count this epoch's
+        if self.batch_tokens is not None:  # how many fit depends on the order: count this epoch's
             return len(self.batches(self.epoch))
         full, rest = divmod(len(self.lengths), self.batch_size)
         return full + (1 if rest and not self.drop_last else 0)

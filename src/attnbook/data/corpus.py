@@ -318,18 +318,23 @@ class _Builder:
             options = [
                 p for p in self.lex.locatives if p.en in (("near",), ("next", "to"), ("behind",), ("in", "front", "of"))
             ]
-        prep = rng.choice(options)
+        pp = self._new_pp(rng.choice(options), np.depth + 1, room, other_than=np.noun)
+        if pp is None:
+            return 0
+        np.pp = pp
+        return pp.en_len()
+
+    def _new_pp(self, prep, depth: int, room: int, other_than=None) -> PP | None:
+        """``prep`` and a new NP at ``depth``, if they fit in ``room`` words and the NP's noun is not ``other_than``.
+
+        Otherwise the NPs made for it are dropped again and the answer is None.
+        """
         start = len(self.nps)
-        inner = self.new_np(prep.tags, np.depth + 1)
-        if inner.noun is np.noun:
+        inner = self.new_np(prep.tags, depth)
+        if inner.noun is other_than or len(prep.en) + inner.en_len() > room:
             del self.nps[start:]
-            return 0
-        delta = len(prep.en) + inner.en_len()
-        if delta > room:
-            del self.nps[start:]
-            return 0
-        np.pp = PP(prep, inner)
-        return delta
+            return None
+        return PP(prep, inner)
 
     def _op_rel(self, np: NP, room: int) -> int:
         if np.rel is not None or np.depth >= _MAX_DEPTH or room < 3:
@@ -391,14 +396,11 @@ class _Builder:
             if clause.obj is None or isinstance(clause.obj, Gap):
                 return 0
             prep = lx.BENEFICIARY
-        start = len(self.nps)
-        inner = self.new_np(prep.tags, 1)
-        delta = len(prep.en) + inner.en_len()
-        if delta > room:
-            del self.nps[start:]
+        pp = self._new_pp(prep, 1, room)
+        if pp is None:
             return 0
-        clause.adjunct = PP(prep, inner)
-        return delta
+        clause.adjunct = pp
+        return pp.en_len()
 
     def _op_pred_very(self, clause: Clause, room: int) -> int:
         if not isinstance(clause.pred, AdjP) or clause.pred.very:

@@ -63,7 +63,7 @@ class NP:
         elif not (self.det == "indef" and self.plural):  # English has no plural indefinite article
             n += 1
         if self.pp is not None:
-            n += len(self.pp.prep.en) + self.pp.np.en_len()
+            n += self.pp.en_len()
         if self.rel is not None:
             n += 1 + self.rel.clause.en_len()
         return n
@@ -100,6 +100,9 @@ class PP:
     def __init__(self, prep: Preposition, np: NP) -> None:
         self.prep = prep
         self.np = np
+
+    def en_len(self) -> int:
+        return len(self.prep.en) + self.np.en_len()
 
 
 class Rel:
@@ -164,9 +167,9 @@ class Clause:
         elif isinstance(self.pred, AdjP):
             n += 1 + self.pred.very
         else:
-            n += len(self.pred.prep.en) + self.pred.np.en_len()
+            n += self.pred.en_len()
         if self.adjunct is not None:
-            n += len(self.adjunct.prep.en) + self.adjunct.np.en_len()
+            n += self.adjunct.en_len()
         if self.time is not None:
             n += len(self.time.en)
         return n

@@ -20,6 +20,11 @@ def _residual(d: Diagram, x_box: float, y_from: float, to: str, side: str = "lef
     d.arrow((x, d.boxes[to].y), to, end_side=side)
 
 
+def _attention_box(d: Diagram, name: str, x: float, y: float, label: str, w: float) -> None:
+    """An attention sublayer of the layers' diagram: a tall box, its label (what it attends to) in small print."""
+    d.box(name, x, y, label, w=w, h=0.8, role="attention", fontsize=8)
+
+
 def _stack(d: Diagram, prefix: str, x: float, y0: float, decoder: bool) -> float:
     """The boxes of one layer, from ``y0`` up, with residual connections; returns the top of the last box."""
     gap = 0.3
@@ -104,15 +109,8 @@ def layers_diagram():
     w = 2.9
     # encoder layer
     d.box("e_in", ex, 0.55, "x: source stream", w=w, h=0.38, role="input")
-    d.box(
-        "e_att",
-        ex,
-        1.7,
-        "self-attention, h heads\nQ, K, V = xW_q, xW_k, xW_v\nmask: source padding",
-        w=w,
-        h=0.8,
-        role="attention",
-        fontsize=8,
+    _attention_box(
+        d, "e_att", ex, 1.7, "self-attention, h heads\nQ, K, V = xW_q, xW_k, xW_v\nmask: source padding", w=w
     )
     d.box("e_n1", ex, 2.75, "Add & Norm", w=w, h=0.34, role="norm")
     d.box("e_w1", ex, 3.7, "W\u2081, b\u2081, ReLU", w=w, h=0.4, role="ffn")
@@ -130,26 +128,10 @@ def layers_diagram():
     d.note(ex - 0.1, 2.25, "weights (B, h, S, S)", fontsize=7.5, ha="right")
     # decoder layer
     d.box("d_in", dx, 0.55, "y: target stream", w=w, h=0.38, role="input")
-    d.box(
-        "d_att",
-        dx,
-        1.55,
-        "masked self-attention\nQ, K, V from y\nmask: causal + target padding",
-        w=w,
-        h=0.8,
-        role="attention",
-        fontsize=8,
-    )
+    _attention_box(d, "d_att", dx, 1.55, "masked self-attention\nQ, K, V from y\nmask: causal + target padding", w=w)
     d.box("d_n1", dx, 2.5, "Add & Norm", w=w, h=0.34, role="norm")
-    d.box(
-        "d_cross",
-        dx,
-        3.55,
-        "cross-attention\nQ from the decoder, K, V from memory\nmask: source padding",
-        w=w + 0.3,
-        h=0.8,
-        role="attention",
-        fontsize=8,
+    _attention_box(
+        d, "d_cross", dx, 3.55, "cross-attention\nQ from the decoder, K, V from memory\nmask: source padding", w=w + 0.3
     )
     d.box("d_n2", dx, 4.55, "Add & Norm", w=w, h=0.34, role="norm")
     d.box("d_ffn", dx, 5.45, "FFN: W\u2081, ReLU, W\u2082", w=w, h=0.4, role="ffn")

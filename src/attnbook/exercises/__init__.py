@@ -52,6 +52,7 @@ __all__ = [
     "registry",
     "LIBRARY_MISTAKE",
     "NOT_ATTEMPTED",
+    "seeded_randn",
 ]
 
 #: The words that start a checker's answer to a stub (``...``, ``return None`` or
@@ -67,6 +68,22 @@ LIBRARY_MISTAKE = "the packaged answer called"
 def registry() -> dict[str, "Checker"]:
     """Every checker defined so far, by name (import the chapter modules first)."""
     return dict(_REGISTRY)
+
+
+def seeded_randn(seed: int, dtype=None):
+    """A ``randn(*shape, scale=1.0)`` drawing from its own generator seeded with ``seed``.
+
+    Each chapter's module builds its cases' random inputs with one, so that
+    they are the same in every run and whatever other module was imported first.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+
+    def randn(*shape, scale=1.0):
+        return torch.randn(*shape, generator=generator, dtype=dtype) * scale
+
+    return randn
 
 
 @dataclass

@@ -8,7 +8,7 @@ import torch
 
 from ..attention import masked_softmax
 from ..masks import padding_mask
-from . import FUSED_ATTENTION, Case, Checker, Mistake
+from . import FUSED_ATTENTION, Case, Checker, Mistake, seeded_randn
 
 __all__ = [
     "check_masked_softmax_per_query",
@@ -17,11 +17,7 @@ __all__ = [
     "check_alignment_accuracy",
 ]
 
-_gen = torch.Generator().manual_seed(3)
-
-
-def _randn(*shape):
-    return torch.randn(*shape, generator=_gen)
+_randn = seeded_randn(3)
 
 
 def _softmax_ignoring(scores, mask):

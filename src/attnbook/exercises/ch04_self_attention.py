@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from ..attention import scaled_dot_product_attention
 from ..masks import padding_mask
-from . import FUSED_ATTENTION, NO_MODEL, Case, Checker, Mistake
+from . import FUSED_ATTENTION, NO_MODEL, Case, Checker, Mistake, seeded_randn
 
 __all__ = [
     "check_two_source_attention",
@@ -18,11 +18,7 @@ __all__ = [
     "check_conv_layers_to_connect",
 ]
 
-_gen = torch.Generator().manual_seed(4)
-
-
-def _randn(*shape):
-    return torch.randn(*shape, generator=_gen)
+_randn = seeded_randn(4)
 
 
 def _attend(q, k, v, ignore, scale_width=None, fill=None):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from . import NO_MODEL, Case, Checker, Mistake
+from . import NO_MODEL, Case, Checker, Mistake, seeded_randn
 
 __all__ = [
     "check_encoder_layer",
@@ -13,11 +13,7 @@ __all__ = [
     "check_transformer_parameter_count",
 ]
 
-_g = torch.Generator().manual_seed(7)
-
-
-def _randn(*shape, scale=1.0):
-    return scale * torch.randn(*shape, generator=_g, dtype=torch.float64)
+_randn = seeded_randn(7, torch.float64)
 
 
 # --- Exercise: an encoder layer from its parts (try first, before the chapter builds it) -----------------

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from . import FUSED_ATTENTION, Case, Checker, Mistake
+from . import FUSED_ATTENTION, Case, Checker, Mistake, seeded_randn
 
 __all__ = [
     "check_noam_lambda",
@@ -15,11 +15,7 @@ __all__ = [
     "check_cross_attention_steps",
 ]
 
-_gen = torch.Generator().manual_seed(8)
-
-
-def _randn(*shape):
-    return torch.randn(*shape, generator=_gen, dtype=torch.float64)
+_randn = seeded_randn(8, torch.float64)
 
 
 # --- Exercise: the paper's schedule through LambdaLR ------------------------------------------------------
@@ -238,6 +234,12 @@ def _candidates(log_p, lengths, finished, next_log_probs, eos_id, grow_frozen=Fa
 def _select(cand_lp, cand_len, score, finished, eos_id, mark_finished=True):
     B, k, V = cand_lp.shape
     index = score.reshape(B, k * V).topk(k, dim=1).indices  # (B, k), best first
+    return _take(cand_lp, cand_len, index, finished, eos_id, mark_finished)
+
+
+def _take(cand_lp, cand_len, index, finished, eos_id, mark_finished=True):
+    """The candidates at ``index (B, k)``, positions in each sentence's ``k * V`` candidates, and their origins."""
+    B, k, V = cand_lp.shape
     origin, token = index // V, index % V
     new_finished = finished.gather(1, origin)
     if mark_finished:
@@ -291,17 +293,7 @@ def _bs_per_beam(log_p, lengths, finished, next_log_probs, alpha, eos_id=2):
     score = cand_lp / _penalty(cand_len, alpha, cand_lp.dtype)
     best, token = score.max(dim=-1)  # the best extension of each beam, then the k best beams
     origin = best.topk(score.shape[1], dim=1).indices
-    token = token.gather(1, origin)
-    index = origin * score.shape[-1] + token
-    B = score.shape[0]
-    new_finished = finished.gather(1, origin) | (token == eos_id)
-    return (
-        cand_lp.reshape(B, -1).gather(1, index),
-        cand_len.reshape(B, -1).gather(1, index),
-        new_finished,
-        origin,
-        token,
-    )
+    return _take(cand_lp, cand_len, origin * score.shape[-1] + token.gather(1, origin), finished, eos_id)
 
 
 def _bs_swapped(log_p, lengths, finished, next_log_probs, alpha, eos_id=2):

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from . import NO_MODEL, Case, Checker, Mistake
+from . import NO_MODEL, Case, Checker, Mistake, seeded_randn
 
 __all__ = [
     "check_global_query",
@@ -17,11 +17,7 @@ __all__ = [
     "check_step_multiplications",
 ]
 
-_gen = torch.Generator().manual_seed(9)
-
-
-def _randn(*shape, scale=1.0):
-    return torch.randn(*shape, generator=_gen, dtype=torch.float64) * scale
+_randn = seeded_randn(9, torch.float64)
 
 
 def _heads(x, num_heads):
@@ -187,20 +183,23 @@ check_global_keys_packed = Checker(
 class _RunningPool:
     """One running softmax pooling per head: the maximum ``m``, ``ℓ = Σ e^{s-m}`` and ``a = Σ e^{s-m} v``."""
 
-    @staticmethod
-    def update(state, scores, values, num_heads):
+    @classmethod
+    def update(cls, state, scores, values, num_heads):
         """``scores`` ``(B, H)`` and ``values`` ``(B, d)`` of the new token; returns (pooled ``(B, d)``, new state)."""
         B, d = values.shape
-        v = values.reshape(B, num_heads, d // num_heads)
+        state = cls.accumulate(state, scores, values.reshape(B, num_heads, d // num_heads))
+        total, acc = state[-2:]
+        return (acc / total[..., None]).reshape(B, d), state
+
+    @staticmethod
+    def accumulate(state, scores, v):
+        """The state after the new token's ``scores`` ``(B, H)`` and values per head ``v`` ``(B, H, d / H)``."""
         if state is None:
-            m, total, acc = scores, torch.ones_like(scores), v
-        else:
-            m_old, total, acc = state
-            m = torch.maximum(m_old, scores)
-            rescale, w = torch.exp(m_old - m), torch.exp(scores - m)
-            total = total * rescale + w
-            acc = acc * rescale[..., None] + w[..., None] * v
-        return (acc / total[..., None]).reshape(B, d), (m, total, acc)
+            return scores, torch.ones_like(scores), v
+        m_old, total, acc = state
+        m = torch.maximum(m_old, scores)
+        rescale, w = torch.exp(m_old - m), torch.exp(scores - m)
+        return m, total * rescale + w, acc * rescale[..., None] + w[..., None] * v
 
 
 def _fastformer_step(layer, x_t, state, *, scale_by=None, previous_query=False, add_query=True, pool=_RunningPool):
@@ -230,28 +229,22 @@ def _fs_whole_prefix(layer, x_t, state):
     return out, seen
 
 
-class _OverflowingPool:
+class _OverflowingPool(_RunningPool):
     @staticmethod
-    def update(state, scores, values, num_heads):
-        B, d = values.shape
-        v = values.reshape(B, num_heads, d // num_heads)
+    def accumulate(state, scores, v):
         w = torch.exp(scores)  # no running maximum: inf above ~709 in float64
-        total, acc = (w, w[..., None] * v) if state is None else (state[0] + w, state[1] + w[..., None] * v)
-        return (acc / total[..., None]).reshape(B, d), (total, acc)
+        return (w, w[..., None] * v) if state is None else (state[0] + w, state[1] + w[..., None] * v)
 
 
-class _UnrescaledPool:
+class _UnrescaledPool(_RunningPool):
     @staticmethod
-    def update(state, scores, values, num_heads):
-        B, d = values.shape
-        v = values.reshape(B, num_heads, d // num_heads)
-        if state is None:
-            return values, (scores, torch.ones_like(scores), v)
+    def accumulate(state, scores, v):
+        if state is None:  # the first token: as the running pool
+            return _RunningPool.accumulate(state, scores, v)
         m_old, total, acc = state
         m = torch.maximum(m_old, scores)
         w = torch.exp(scores - m)  # the old sums keep their old reference: they are not rescaled
-        total, acc = total + w, acc + w[..., None] * v
-        return (acc / total[..., None]).reshape(B, d), (m, total, acc)
+        return m, total + w, acc + w[..., None] * v
 
 
 def _fs_overflows(layer, x_t, state):

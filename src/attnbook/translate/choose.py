@@ -68,33 +68,33 @@ def choose_decoding(
     ratio = output_ratio(valid_pairs)
     sources, references = [p.src_tokens for p in sample], [p.tgt for p in sample]
     lang = tokens.tgt_lang
-    greedy = Decoding(beam=1, max_len_a=ratio, max_len_b=EXTRA, batch_size=batch_size)
+    greedy = Decoding(beam_size=1, max_len_a=ratio, max_len_b=EXTRA, batch_size=batch_size)
     outputs = translate_tokens(model, sources, src_vocab, tgt_vocab, greedy)
     candidates = [_candidate(1, 0.0, [tokens.text(t) for t in outputs], references, lang)]
-    beam = Decoding(beam=BEAM, max_len_a=ratio, max_len_b=EXTRA, batch_size=batch_size)
+    beam = Decoding(beam_size=BEAM, max_len_a=ratio, max_len_b=EXTRA, batch_size=batch_size)
     finished = nbest_tokens(model, sources, src_vocab, tgt_vocab, beam)
     for alpha in ALPHAS:
         best = [max(hyps, key=lambda h: h[1] / length_penalty(h[2], alpha))[0] if hyps else [] for hyps in finished]
         candidates.append(_candidate(BEAM, alpha, [tokens.text(t) for t in best], references, lang))
     chosen = max(candidates, key=lambda c: c["bleu"])  # the first of the best: greedy on a tie
     seconds = time.perf_counter() - start
-    how = "greedy" if chosen["beam"] == 1 else f"beam {chosen['beam']}, α {chosen['alpha']:g}"
+    how = "greedy" if chosen["beam_size"] == 1 else f"beam {chosen['beam_size']}, α {chosen['alpha']:g}"
     console.say(
         f"decoding chosen on {len(sample):,} validation pairs: {how}, at most {ratio:g} × source + {EXTRA} tokens "
         f"(BLEU {chosen['bleu']:.1f}, brevity penalty {chosen['brevity_penalty']:.2f}; {seconds:.0f} s)"
     )
     return {
-        "chosen": {"beam": chosen["beam"], "alpha": chosen["alpha"], "max_len_a": ratio, "max_len_b": EXTRA},
+        "chosen": {"beam_size": chosen["beam_size"], "alpha": chosen["alpha"], "max_len_a": ratio, "max_len_b": EXTRA},
         "validation_pairs": len(sample),
         "candidates": candidates,
         "seconds": seconds,
     }
 
 
-def _candidate(beam: int, alpha: float, hypotheses: list[str], references: list[str], lang: str) -> dict:
+def _candidate(beam_size: int, alpha: float, hypotheses: list[str], references: list[str], lang: str) -> dict:
     scores = text_scores(hypotheses, references, lang)
     return {
-        "beam": beam,
+        "beam_size": beam_size,
         "alpha": alpha,
         "bleu": scores.bleu,
         "chrf": scores.chrf,

@@ -50,7 +50,7 @@ def cmd_evaluate(args: argparse.Namespace, console: Console) -> int:
     hypotheses = [run.tokens.text(t) for t in outputs]
     references = [p.tgt for p, _ in usable]
     scores = text_scores(hypotheses, references, run.config["tgt_lang"])
-    how = "greedy" if decoding.beam == 1 else f"beam {decoding.beam}, α {decoding.alpha:g}"
+    how = "greedy" if decoding.beam_size == 1 else f"beam {decoding.beam_size}, α {decoding.alpha:g}"
     console.say(
         f"{run.config['src_lang']} → {run.config['tgt_lang']}, {what}: {len(usable):,} sentences, {how}, "
         f"at most {decoding.max_len_a:g} × source + {decoding.max_len_b} tokens, {seconds:.1f} s"

@@ -7,7 +7,7 @@ person typing at a terminal gets an answer per line instead, and a bad line
 is not the end. With ``--tokens words``, words the model has never seen are
 read as ``<unk>``, with a note that names them; subwords never are. The
 decoding is the one chosen when the run was trained (``decoding.json``),
-unless ``--beam``, ``--alpha`` or ``--max-len-a``/``--max-len-b`` say otherwise.
+unless ``--beam-size``, ``--alpha`` or ``--max-len-a``/``--max-len-b`` say otherwise.
 """
 
 from __future__ import annotations

@@ -51,8 +51,8 @@ def translate_tokens(
     start, done = time.monotonic(), 0
     for part in _chunks(sources, decoding.batch_size):
         limit = output_limit(max(len(sources[i]) for i in part), decoding)
-        if decoding.beam > 1:
-            how = {"beam_size": decoding.beam, "alpha": decoding.alpha}
+        if decoding.beam_size > 1:
+            how = {"beam_size": decoding.beam_size, "alpha": decoding.alpha}
         else:  # greedy decoding (beam search with k = 1 gives the same tokens, more slowly)
             how = {}
         outputs = decode.translate(
@@ -86,10 +86,10 @@ def nbest_tokens(
             model,
             src,
             padding_mask(lengths, longest).to(device),
-            beam_size=decoding.beam,
+            beam_size=decoding.beam_size,
             alpha=0.0,  # the search does not depend on alpha: it only ranks the finished hypotheses
             max_len=output_limit(longest, decoding),
-            n_best=decoding.beam,
+            n_best=decoding.beam_size,
             bos_id=tgt_vocab.bos_id,
             eos_id=tgt_vocab.eos_id,
             pad_id=tgt_vocab.pad_id,

@@ -140,7 +140,9 @@ def read_decoding(folder: Path, console: Console) -> dict:
         return {}
     try:
         chosen = json.loads(path.read_text(encoding="utf-8"))["chosen"]
-        return {k: chosen[k] for k in ("beam", "alpha", "max_len_a", "max_len_b") if k in chosen}
+        if "beam" in chosen and "beam_size" not in chosen:  # written before the setting's one name
+            chosen["beam_size"] = chosen["beam"]
+        return {k: chosen[k] for k in ("beam_size", "alpha", "max_len_a", "max_len_b") if k in chosen}
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
         console.note(f"{DECODING_FILE} is damaged: the default decoding is used")
         return {}

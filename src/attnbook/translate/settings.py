@@ -147,6 +147,7 @@ class Option:
     choices: tuple[str, ...] | None = None
     rule: Rule | None = None
     off: tuple[str, str] | None = None  # a True/False setting: the flag that turns it off, and its help
+    aliases: tuple[str, ...] = ()  # older spellings of the flag, still accepted
 
 
 def setting(default: Any, help: str, **option: Any) -> Any:
@@ -317,11 +318,12 @@ class Budget:
 class Decoding:
     """How ``evaluate`` and ``translate`` turn a source sentence into its translation."""
 
-    beam: int = setting(
+    beam_size: int = setting(
         4,
-        "beam size, 1 for greedy decoding (default: the run's choice, else 4, the paper's)",
+        "beam size, 1 for greedy decoding (default: the run's choice, else 4, the paper's); --beam is the same",
         metavar="K",
         rule=at_least(1, " (1 is greedy decoding)"),
+        aliases=("--beam",),
     )
     alpha: float = setting(
         0.6,
@@ -359,6 +361,7 @@ def add_options(parser: argparse.ArgumentParser, cls: type, groups: dict[str, An
             continue
         where.add_argument(
             flag(f.name),
+            *option.aliases,
             dest=f.name,
             type=option.kind or type(f.default),
             metavar=option.metavar,

@@ -138,7 +138,7 @@ def train_run(
 
     # --- the batches ----------------------------------------------------------------------------------------
     dataset = PairDataset(run.train_pairs, run.src_vocab, run.tgt_vocab)
-    sampler = BucketBatchSampler(dataset.lengths(), max_tokens=s.batch_tokens, seed=s.seed)
+    sampler = BucketBatchSampler(dataset.lengths(), batch_tokens=s.batch_tokens, seed=s.seed)
     steps_per_epoch = len(sampler.batches(0)) // cluster.world
     if steps_per_epoch < 1:
         raise CommandError(
@@ -461,7 +461,7 @@ def _valid_batches(run: PreparedRun, batch_tokens: int) -> list[Batch] | None:
     if not run.valid_pairs:
         return None
     valid = PairDataset(run.valid_pairs, run.src_vocab, run.tgt_vocab)
-    sampler = BucketBatchSampler(valid.lengths(), max_tokens=batch_tokens, shuffle=False)
+    sampler = BucketBatchSampler(valid.lengths(), batch_tokens=batch_tokens, shuffle=False)
     return [collate([valid[i] for i in indices]) for indices in sampler.batches(0)]
 
 
