@@ -69,7 +69,7 @@ def _pace(monkeypatch, passes: float) -> list:
     def probe(settings, config, pairs, src_vocab, tgt_vocab, device):
         calls.append(settings)
         lengths = PairDataset(pairs, src_vocab, tgt_vocab).lengths()
-        steps_per_epoch = len(BucketBatchSampler(lengths, max_tokens=settings.batch_tokens).batches(0))
+        steps_per_epoch = len(BucketBatchSampler(lengths, batch_tokens=settings.batch_tokens).batches(0))
         return 600 / (passes * steps_per_epoch)
 
     monkeypatch.setattr(cmd_train, "probe_seconds_per_step", probe)

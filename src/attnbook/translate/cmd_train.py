@@ -182,7 +182,7 @@ def fit_to_pace(
     batch (training then says so).
     """
     lengths = PairDataset(train_pairs, src_vocab, tgt_vocab).lengths()
-    sampler = BucketBatchSampler(lengths, max_tokens=settings.batch_tokens, seed=settings.seed)
+    sampler = BucketBatchSampler(lengths, batch_tokens=settings.batch_tokens, seed=settings.seed)
     steps_per_epoch = len(sampler.batches(0)) // cluster.world
     if steps_per_epoch < 1:
         return settings, None

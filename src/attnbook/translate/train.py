@@ -412,7 +412,7 @@ def probe_seconds_per_step(
         _set_dropout(model, 0.0 if settings.dropout == AUTO else settings.dropout)
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
         dataset = PairDataset(train_pairs, src_vocab, tgt_vocab)
-        order = BucketBatchSampler(dataset.lengths(), max_tokens=settings.batch_tokens, seed=settings.seed).batches(0)
+        order = BucketBatchSampler(dataset.lengths(), batch_tokens=settings.batch_tokens, seed=settings.seed).batches(0)
         sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
         pace, estimate, done = Pace(sync=sync, clock=clock), None, 0
         batches = (collate([dataset[i] for i in indices]) for indices in order)
