@@ -112,7 +112,7 @@ def test_every_chapter_has_its_colab_link_and_numbered_exercises(books, edition)
     html = books[0] / edition
     for nb in NOTEBOOKS:
         page = (html / "notebooks" / f"{nb.stem}.html").read_text()
-        link = colab_url(nb.name).replace("/notebooks/", f"/{edition}/notebooks/" if edition else "/notebooks/")
+        link = colab_url(nb.name, folder=f"{edition}/notebooks" if edition else "notebooks")
         assert f'href="{link}"' in page, f"{edition or 'en'}: {nb.stem}.html lacks its Colab link {link}"
         assert "attnbook @ git+" not in page, f"{nb.stem}.html shows the setup cell"
         chapter = int(nb.stem.split("_")[0])

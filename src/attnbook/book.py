@@ -85,11 +85,14 @@ def repository(root: Path | None = None) -> tuple[str, str]:
     return url, branch
 
 
-def colab_url(notebook: str | Path, root: Path | None = None) -> str:
-    """The Colab address of ``notebooks/<name>.ipynb`` on the configured repository and branch."""
+def colab_url(notebook: str | Path, root: Path | None = None, folder: str = "notebooks") -> str:
+    """The Colab address of ``<folder>/<name>.ipynb`` on the configured repository and branch.
+
+    ``folder`` is ``notebooks`` for the English edition, ``zh/notebooks`` for the Chinese one.
+    """
     url, branch = repository(root)
     name = Path(notebook).name
-    return f"{COLAB}/github/{url.removeprefix('https://github.com/')}/blob/{branch}/notebooks/{name}"
+    return f"{COLAB}/github/{url.removeprefix('https://github.com/')}/blob/{branch}/{folder}/{name}"
 
 
 def pages_url(root: Path | None = None) -> str:
@@ -104,8 +107,8 @@ def pages_url(root: Path | None = None) -> str:
     return f"https://{host}/" if name.lower() == host else f"https://{host}/{name}/"
 
 
-def badge_markdown(notebook: str | Path, root: Path | None = None) -> str:
-    return f"[![Open In Colab]({BADGE_IMAGE})]({colab_url(notebook, root)})"
+def badge_markdown(notebook: str | Path, root: Path | None = None, folder: str = "notebooks") -> str:
+    return f"[![Open In Colab]({BADGE_IMAGE})]({colab_url(notebook, root, folder)})"
 
 
 def setup_cell_source(root: Path | None = None) -> str:

@@ -126,6 +126,11 @@ def join_blocks(blocks: list[str], seps: list[str]) -> str:
     return "".join(out)
 
 
+def _markup_line(line: str) -> bool:
+    """A directive's option, a label target or a ``%`` comment: a line kept whole, never translated."""
+    return bool(_OPTION.match(line) or _LABEL.match(line)) or line.lstrip().startswith("%")
+
+
 def _prose_only(block: str) -> str:
     """What is left of a block once every piece that is not words to translate is taken out."""
     kept = []
@@ -134,7 +139,7 @@ def _prose_only(block: str) -> str:
             kept.append("")  # a bare fence or a code block's fence
         elif _FENCE.match(line):
             kept.append(line.replace(_fence_head(line), " ", 1))  # a directive's title is prose
-        elif _OPTION.match(line) or _LABEL.match(line) or line.lstrip().startswith("%"):
+        elif _markup_line(line):
             kept.append("")
         else:
             kept.append(line)
@@ -197,19 +202,9 @@ def structure(block: str) -> Counter:
     for line in text.split("\n"):
         if _FENCE.match(line):
             pieces[("fence", _fence_head(line))] += 1
-        elif _OPTION.match(line) or _LABEL.match(line) or line.lstrip().startswith("%"):
+        elif _markup_line(line):
             pieces[("line", line.strip())] += 1
-    prose = "\n".join(
-        "" if (_OPTION.match(line) or _LABEL.match(line) or line.lstrip().startswith("%")) else line
-        for line in text.split("\n")
-    )
-    prose = "\n".join(
-        line.replace(_fence_head(line), " ", 1) if _FENCE.match(line) and "{" in line else line
-        for line in prose.split("\n")
-    )
-    prose = re.sub(r"^\s*(`{3,}|~{3,}|:{3,})(\{[\w:-]+\})?", " ", prose, flags=re.M)
-    prose = _HTML.sub(" ", prose)
-    prose = _MAGNITUDE.sub(lambda m: f" {_magnitude(m)} ", prose)
+    prose = _MAGNITUDE.sub(lambda m: f" {_magnitude(m)} ", _prose_only(block))
     for figure in _FIGURE.findall(prose):
         pieces[("figure", figure)] += 1
     heading = _HEADING.match(block)
@@ -242,9 +237,6 @@ class Document:
 
     def catalogue(self, base: Path) -> Path:
         return base / "locales" / LANGUAGE / "LC_MESSAGES" / f"{self.stem}.po"
-
-    def target(self, base: Path) -> Path:
-        return base / EDITION / self.source
 
     def passages(self, base: Path) -> list[tuple[str, str]]:
         """(English passage, where it is) in document order; repeated passages once."""
@@ -530,16 +522,11 @@ def edition_notebook(document: Document, base: Path, strict: bool = True) -> str
     """The Chinese notebook's file contents: the English notebook with its markdown translated."""
     import nbformat
 
-    from attnbook.book import BADGE_IMAGE, COLAB, repository
+    from attnbook.book import badge_markdown
 
     nb = nbformat.read(base / document.source, as_version=4)
     translate = translator(document, base, strict)
-    url, branch = repository(base)
-    name = Path(document.source).name
-    badge = (
-        f"[![Open In Colab]({BADGE_IMAGE})]({COLAB}/github/"
-        f"{url.removeprefix('https://github.com/')}/blob/{branch}/{EDITION}/notebooks/{name})"
-    )
+    badge = badge_markdown(document.source, base, f"{EDITION}/notebooks")
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             text = translate_text(cell.source, translate)
