@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from notebook_index import NOTEBOOKS, ROOT, TRAINING_NOTEBOOKS, read_notebook, trains  # noqa: F401
+from notebook_index import NOTEBOOKS, ROOT, read_notebook  # noqa: F401
 
 
 @pytest.fixture(scope="session")
@@ -69,6 +69,8 @@ def _weight(item) -> tuple[int, int]:
     if item.path.suffix == ".ipynb":
         if item.path.name in LONGEST_FIRST:
             return 0, LONGEST_FIRST.index(item.path.name)
+        from notebook_index import TRAINING_NOTEBOOKS  # only when notebooks are collected: it reads them all
+
         return (1, 0) if item.path in TRAINING_NOTEBOOKS else (3, 0)
     if item.path.name == "test_portability.py":  # a rerun of a long notebook first (make portability)
         notebook = item.nodeid.partition("[")[2].rstrip("]")

@@ -48,6 +48,7 @@ def test_the_command_line_trains_resumes_evaluates_and_translates_on_the_gpu(tmp
     assert _cli(["translate", run, "--device", "cuda", "--beam", "3", "The cat is here."]) == 0
     out = capsys.readouterr().out
     assert "× cuda" in out and "resuming at" in out
+    assert not torch.backends.cuda.cudnn_sdp_enabled()  # cuDNN's attention plans a kernel for every new shape
     log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     assert any(e["event"] == "epoch" for e in log)
 
@@ -93,8 +94,10 @@ def test_a_model_computes_the_same_on_the_gpu_as_on_the_cpu_in_float64(name):
     gpu = model.to("cuda")
     there = gpu(src.cuda(), src_mask.cuda(), tgt[:, :-1].cuda())
     torch.testing.assert_close(there.cpu(), here, rtol=1e-10, atol=1e-12)
-    loss = fused_sequence_loss(there, tgt[:, 1:].cuda())
+    gpu.train()  # cuDNN runs a GRU backward only in training mode; dropout does not matter to this check
+    loss = fused_sequence_loss(gpu(src.cuda(), src_mask.cuda(), tgt[:, :-1].cuda()), tgt[:, 1:].cuda())
     loss.backward()
+    gpu.eval()
     assert all(p.grad is None or p.grad.is_cuda for p in gpu.parameters())
     greedy = greedy_decode(gpu, src.cuda(), src_mask.cuda(), max_len=6)
     cached_cpu = greedy_decode(model.cpu(), src, src_mask, max_len=6)
@@ -113,3 +116,57 @@ def test_fastformer_computes_the_same_on_the_gpu_as_on_the_cpu_in_float64(causal
     here = model(x, ignore, causal=causal)
     there = model.to("cuda")(x.cuda(), ignore.cuda(), causal=causal)
     torch.testing.assert_close(there.cpu(), here, rtol=1e-10, atol=1e-12)
+
+
+def test_the_training_step_never_waits_for_the_gpu():
+    """The command line's step (forward, loss, backward, clipping, fused Adam) asks the GPU for nothing back.
+
+    PyTorch's sync debug mode warns at every operation that makes the host wait
+    for the device; after a warm-up step, one whole step must trigger none.
+    """
+    import warnings
+
+    from attnbook.data import Batch
+    from attnbook.masks import padding_mask
+    from attnbook.translate.model import build_model, model_config
+    from attnbook.translate.settings import RunSettings
+    from attnbook.translate.train import training_step
+
+    settings = RunSettings(d_model=32, num_heads=2, num_layers=2, d_ff=64)
+    torch.manual_seed(0)
+    model = build_model("transformer", model_config(settings, 50, 60)).cuda()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
+    src_lengths, tgt_lengths = torch.tensor([7, 5, 3]), torch.tensor([6, 4, 2])
+    src, tgt = torch.randint(4, 50, (3, 8)), torch.randint(4, 60, (3, 7))
+    batch = Batch(
+        src=src,
+        src_lengths=src_lengths,
+        src_mask=padding_mask(src_lengths, 8),
+        tgt_in=tgt,
+        tgt_out=tgt,
+        tgt_mask=padding_mask(tgt_lengths, 7),
+        tgt_lengths=tgt_lengths,
+    ).to("cuda")
+    n_tokens = int(tgt_lengths.sum())
+    training_step(model, model, optimizer, batch, n_tokens, settings, torch.bfloat16)  # warm-up: kernels chosen
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loss = training_step(model, model, optimizer, batch, n_tokens, settings, torch.bfloat16)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    waits = [f"{w.filename}:{w.lineno}: {w.message}" for w in caught if "synchroniz" in str(w.message)]
+    assert not waits, "\n".join(waits)
+    assert torch.isfinite(loss).item()
+
+
+def test_a_compiled_run_trains_on_the_gpu(tmp_path, capsys):
+    pairs = write_anki(tmp_path / "fra.txt", en_fr_rows(240))
+    run = tmp_path / "run"
+    argv = ["train", "--pairs", pairs, "--src", "en", "--tgt", "fr", "--out", run, *TINY, "--device", "cuda"]
+    assert _cli([*argv, "--steps", "8", "--compile"]) == 0
+    log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    assert json.loads((run / "config.json").read_text())["settings"]["compile"] is True
+    assert any(e["event"] == "utilisation" and 0 < e["share"] < 1 for e in log)

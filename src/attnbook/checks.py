@@ -11,15 +11,50 @@ so that every module can use them:
 - :func:`check_mask` for a boolean mask and the scores it must broadcast to;
 - :func:`check_rows` for the batch rows a decoder state's ``select`` keeps (beam search);
 - :func:`resolve_device` for a device name (``"auto"``, ``"cpu"``, ``"cuda:1"``, ...).
+
+Checks of a tensor's shape and dtype cost nothing. Checks of its *values*
+(token ids inside the vocabulary, a sentence that is not all padding) read the
+tensor: on a GPU each is a wait for the device, the queue of work emptied.
+Inside :func:`values_unchecked` they are left out; the command line's training
+step runs there, on batches it built itself (:func:`values_checked` says which
+way it is).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 
-__all__ = ["check_positive", "check_probability", "check_token_ids", "check_mask", "check_rows", "resolve_device"]
+__all__ = [
+    "check_positive",
+    "check_probability",
+    "check_token_ids",
+    "check_mask",
+    "check_rows",
+    "resolve_device",
+    "values_unchecked",
+    "values_checked",
+]
+
+_values_checked = True
+
+
+@contextmanager
+def values_unchecked() -> Iterator[None]:
+    """Inside, the checks that read a tensor's values are left out (those of shapes and dtypes stay)."""
+    global _values_checked
+    before, _values_checked = _values_checked, False
+    try:
+        yield
+    finally:
+        _values_checked = before
+
+
+def values_checked() -> bool:
+    """Whether the checks that read a tensor's values are made here (everywhere but in :func:`values_unchecked`)."""
+    return _values_checked
 
 
 def check_positive(**values: int) -> None:
@@ -41,7 +76,7 @@ def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str = "token ids")
         raise TypeError(f"{name} must be a torch.Tensor of token indices, got {type(ids).__name__}")
     if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
         raise TypeError(f"{name} must hold integer token indices, got dtype {ids.dtype}")
-    if ids.numel() == 0:
+    if ids.numel() == 0 or not _values_checked:
         return
     low, high = int(ids.min()), int(ids.max())
     if low < 0 or high >= vocab_size:

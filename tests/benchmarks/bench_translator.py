@@ -440,78 +440,166 @@ def run_step(repeats: int, steps: int = 20, dropout: float = 0.2) -> dict:
 # --- 7. The command line's step as it was and as it is; its model FLOP utilisation -----------------------
 
 
-def loop_step(repeats: int, steps: int = 20) -> dict:
-    """Whole training steps of the default model as the command line took them before and takes them now.
+def _step_batches(device: torch.device, batch_tokens: list[int]) -> tuple[dict, dict, torch.dtype | None]:
+    """The model and the batches part 7 times: the CPU's default model and batch; on a GPU, the paper's base model
+    (as ``train`` builds it there) and batches of ``batch_tokens`` padded tokens of pairs 24 and 26 tokens long."""
+    from attnbook.data import Batch
+    from attnbook.translate.model import GPU_BATCH_TOKENS, GPU_MODEL, model_config, native_bfloat16
+    from attnbook.translate.settings import RunSettings
+
+    autocast = torch.bfloat16 if native_bfloat16(device) else None
+    if device.type == "cpu":
+        config, batch, _ = default_model_and_batch()
+        return config, {"48 pairs of 12 and 14 tokens": batch}, autocast
+    settings = RunSettings(**GPU_MODEL, dropout=0.1)
+    vocab = settings.pieces + 3
+    config = model_config(settings, vocab, vocab)
+    generator = torch.Generator().manual_seed(0)
+    batches = {}
+    for n in batch_tokens or [GPU_BATCH_TOKENS]:
+        size, src_len, tgt_len = max(1, n // 26), 24, 26
+        src = torch.randint(4, vocab, (size, src_len), generator=generator)
+        tgt = torch.randint(4, vocab, (size, tgt_len + 1), generator=generator)
+        src_lengths = torch.randint(src_len // 2, src_len + 1, (size,), generator=generator)
+        src_lengths[0] = src_len
+        tgt_lengths = torch.full((size,), tgt_len)
+        batch = Batch(
+            src=src,
+            src_lengths=src_lengths,
+            src_mask=padding_mask(src_lengths, src_len),  # padded sources: the masked attention kernels
+            tgt_in=tgt[:, :-1],
+            tgt_out=tgt[:, 1:],
+            tgt_mask=padding_mask(tgt_lengths, tgt_len),
+            tgt_lengths=tgt_lengths,
+        )
+        batches[f"{size} pairs of {src_len} and {tgt_len} tokens ({n:,} tokens a batch)"] = batch.to(device)
+    return config, batches, autocast
+
+
+def _host_waits(step) -> list[str]:
+    """Where one call of ``step`` makes the host wait for the GPU (PyTorch's sync debug mode): file:line each."""
+    import warnings
+
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    return [f"{Path(w.filename).name}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)]
+
+
+def loop_step(
+    repeats: int, steps: int = 20, device: str = "cpu", batch_tokens: list[int] | None = None, compiled: bool = False
+) -> dict:
+    """Whole training steps of the command line's model as its loop took them before and takes them now.
 
     Before: the loss checked and averaged on the device, then read back, with
     its count of tokens, at every step (``float(loss)``, a finiteness check);
-    now: the loss summed unchecked and scaled by the count the host already
-    has, nothing read back (``attnbook.translate.train``). On a CPU reading back
-    costs little, so the two should take about as long; on a GPU each read is
-    a wait. Then the model FLOP utilisation of the step as it is now: its
-    operations counted by PyTorch's flop counter, over a large matrix product's
-    rate measured here (``attnbook.translate.utilisation``).
+    now: :func:`attnbook.translate.train.training_step`, the loss summed
+    unchecked and scaled by the count the host already has, the batch's values
+    unchecked, nothing read back; with ``compiled``, also that step with the
+    model compiled (``train --compile``). On a CPU reading back costs little, so
+    the first two should take about as long; on a GPU each read is a wait, and
+    the script also lists where one step of "now" makes the host wait (none is
+    the goal). Then the model FLOP utilisation of each: the step's operations
+    counted by PyTorch's flop counter, over a large matrix product's rate
+    measured here in the step's precision (``attnbook.translate.utilisation``).
+    On a GPU the model is the paper's base model, as ``train`` builds it there,
+    and the batches of each of ``batch_tokens``; the steps of a round run back
+    to back, the clock read after the device has finished them.
     """
-    from attnbook.translate.model import build_model, native_bfloat16
+    from attnbook.translate.model import build_model
+    from attnbook.translate.settings import RunSettings
+    from attnbook.translate.train import training_step
     from attnbook.translate.utilisation import count_flops, describe_utilisation, peak_flops
 
-    config, batch, warmup = default_model_and_batch()
-    n_tokens = int((batch.tgt_out != 0).sum())
-    autocast = torch.bfloat16 if native_bfloat16(torch.device("cpu")) else None
+    device = torch.device(device)
+    gpu = device.type == "cuda"
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
+    config, batches, autocast = _step_batches(device, batch_tokens or [])
     label = "bfloat16 mixed precision" if autocast else "float32"
-
-    def before(model, optimizer):
-        loss = fused_sequence_loss(teacher_forced_logits(model, batch, autocast), batch.tgt_out, 0, 0.1)
-        if not torch.isfinite(loss):
-            raise FloatingPointError("the loss is not finite")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        return float(loss.detach()), int((batch.tgt_out != 0).sum())
-
-    def now(model, optimizer):
-        logits = teacher_forced_logits(model, batch, autocast)
-        loss = fused_sequence_loss(logits, batch.tgt_out, 0, 0.1, "sum", check=False) * (1.0 / n_tokens)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-
-    runs = {}
-    for name, step in (("before", before), ("now", now)):
-        torch.manual_seed(0)
-        model = build_model("transformer", config).train()
-        runs[name] = (model, paper_optimizer(model, warmup=warmup, fused=True)[0], step)
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    for model, optimizer, step in runs.values():
-        step(model, optimizer)  # warm up
-    for _ in range(repeats * steps):
-        for name, (model, optimizer, step) in runs.items():  # interleaved: a change of load hits both
-            start = time.perf_counter()
-            step(model, optimizer)
-            times[name].append(time.perf_counter() - start)
-    med = {name: statistics.median(t) for name, t in times.items()}
-    model, optimizer, step = runs["now"]
-    flops = count_flops(lambda: step(model, optimizer))
-    peak = peak_flops(torch.device("cpu"), autocast or torch.float32)
-    share, line = describe_utilisation(flops / n_tokens, n_tokens / med["now"], peak)
-    print(f"\n[7] the command line's step, the default model, {label}; medians of {repeats * steps}")
+    peak = peak_flops(device, autocast or torch.float32)
+    results = {"device": torch.cuda.get_device_name(device) if gpu else "cpu", "precision": label, "batches": {}}
     print(
-        f"  before {med['before'] * 1e3:6.1f} ms, now {med['now'] * 1e3:6.1f} ms a step: "
-        f"before / now {med['before'] / med['now']:.2f}x ({n_tokens / med['now']:,.0f} target tokens/s now)"
+        f"\n[7] the command line's step on {results['device']}, {label}; "
+        f"a large matrix product: {peak / 1e9:,.0f} GFLOP/s"
     )
-    print(f"  {line}")
-    return {
-        "precision": label,
-        "before_ms": round(med["before"] * 1e3, 2),
-        "now_ms": round(med["now"] * 1e3, 2),
-        "before_over_now": round(med["before"] / med["now"], 3),
-        "target_tokens_per_second": round(n_tokens / med["now"]),
-        "flops_per_step": flops,
-        "peak_flops": round(peak),
-        "model_flop_utilisation": round(share, 4),
-    }
+    settings = RunSettings(label_smoothing=0.1, clip=1.0)
+    for what, batch in batches.items():
+        n_tokens = int((batch.tgt_out != 0).sum())
+
+        def before(model, forward, optimizer, batch=batch):
+            loss = fused_sequence_loss(teacher_forced_logits(forward, batch, autocast), batch.tgt_out, 0, 0.1)
+            if not torch.isfinite(loss):
+                raise FloatingPointError("the loss is not finite")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            return float(loss.detach()), int((batch.tgt_out != 0).sum())
+
+        def now(model, forward, optimizer, batch=batch, n_tokens=n_tokens):
+            training_step(forward, model, optimizer, batch, n_tokens, settings, autocast)
+
+        runs = {}
+        for name, step in (("before", before), ("now", now), *((("compiled", now),) if compiled else ())):
+            torch.manual_seed(0)
+            model = build_model("transformer", config).to(device).train()
+            forward = torch.compile(model, dynamic=True) if name == "compiled" else model
+            runs[name] = (model, forward, paper_optimizer(model, warmup=4000, fused=True)[0], step)
+        compile_seconds = None
+        for name, (model, forward, optimizer, step) in runs.items():  # warm up (and compile)
+            start = time.perf_counter()
+            for _ in range(3):
+                step(model, forward, optimizer)
+            sync()
+            if name == "compiled":
+                compile_seconds = time.perf_counter() - start
+        rounds = steps if not gpu else max(3, repeats)
+        per_round = 1 if not gpu else steps
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(repeats * rounds if not gpu else rounds):
+            for name, (model, forward, optimizer, step) in runs.items():  # interleaved: a change of load hits all
+                sync()
+                start = time.perf_counter()
+                for _ in range(per_round):
+                    step(model, forward, optimizer)
+                sync()
+                times[name].append((time.perf_counter() - start) / per_round)
+        med = {name: statistics.median(t) for name, t in times.items()}
+        model, forward, optimizer, step = runs["now"]
+        flops = count_flops(lambda: step(model, model, optimizer))
+        waits = _host_waits(lambda: step(model, model, optimizer)) if gpu else None
+        entry = {
+            "target_tokens": n_tokens,
+            "flops_per_step": flops,
+            "ms": {name: round(m * 1e3, 2) for name, m in med.items()},
+            "target_tokens_per_second": {name: round(n_tokens / m) for name, m in med.items()},
+            "model_flop_utilisation": {},
+            "before_over_now": round(med["before"] / med["now"], 3),
+        }
+        print(f"  {what}: {flops / n_tokens / 1e6:,.1f} MFLOP a target token; medians of {len(times['now'])}")
+        for name, m in med.items():
+            share, line = describe_utilisation(flops / n_tokens, n_tokens / m, peak)
+            entry["model_flop_utilisation"][name] = round(share, 4)
+            print(f"    {name:>8}: {m * 1e3:7.1f} ms a step, {n_tokens / m:10,.0f} target tokens/s; {line}")
+        print(f"    before / now {med['before'] / med['now']:.2f}x", end="")
+        if compiled:
+            entry["now_over_compiled"] = round(med["now"] / med["compiled"], 3)
+            entry["compile_and_warm_up_seconds"] = round(compile_seconds, 1)
+            print(
+                f", now / compiled {med['now'] / med['compiled']:.2f}x (compiling took {compile_seconds:.0f} s)", end=""
+            )
+        print()
+        if waits is not None:
+            entry["host_waits_in_a_step"] = waits
+            print(f"    where a step makes the host wait for the GPU: {', '.join(waits) or 'nowhere'}")
+        results["batches"][what] = entry
+    results["peak_flops"] = round(peak)
+    return results
 
 
 PARTS = ["throughput", "cache", "beam", "optimizer", "precision", "step", "loop"]
@@ -524,6 +612,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=12)
     parser.add_argument("--train-epochs", type=int, default=6)
     parser.add_argument("--only", choices=PARTS, nargs="*")
+    parser.add_argument("--device", default="cpu", help="part 7 (loop) on this device: cpu or cuda")
+    parser.add_argument(
+        "--batch-tokens", type=int, nargs="*", help="part 7 on a GPU: padded tokens a batch (default: what train uses)"
+    )
+    parser.add_argument("--compile", action="store_true", help="part 7: the step compiled too (train --compile)")
     args = parser.parse_args(argv)
     record = Report(__file__, argv)
     torch.set_num_threads(args.threads)
@@ -561,7 +654,9 @@ def main(argv: list[str] | None = None) -> int:
     if "step" in only:
         record.figure("step", run_step(args.repeats))
     if "loop" in only:
-        record.figure("loop", loop_step(args.repeats))
+        record.figure(
+            "loop", loop_step(args.repeats, device=args.device, batch_tokens=args.batch_tokens, compiled=args.compile)
+        )
     return record.finish()
 
 

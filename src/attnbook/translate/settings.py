@@ -281,6 +281,14 @@ class RunSettings:
         rule=at_least(1),
     )
     seed: int = setting(0, "random seed", group="training")
+    compile: bool = setting(
+        False,
+        "compile the model with torch.compile after the first step (it takes a minute to compile: worth it for "
+        "long runs on a GPU, where it fuses the many small operations between the matrix products; "
+        "book/running.md has the measurements)",
+        group="training",
+        off=("--no-compile", "run the model as it is written (default)"),
+    )
     dtype: str = setting(
         AUTO,
         "bfloat16: mixed precision (float32 weights, bfloat16 matrix products), fast only where the processor has "

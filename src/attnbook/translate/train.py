@@ -44,7 +44,6 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Iterator
-from contextlib import nullcontext
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -55,6 +54,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.flop_counter import FlopCounterMode
 
 from ..attention import MultiHeadAttention
+from ..checks import values_unchecked
 from ..data import Batch, BucketBatchSampler, Pair, PairDataset, Vocab, collate
 from ..train import (
     LinearDecaySchedule,
@@ -77,7 +77,15 @@ from .settings import AUTO, AUTO_DROPOUT_EPOCHS, MORE_DROPOUT, MORE_DROPOUT_EPOC
 from .tokens import RunTokens
 from .utilisation import describe_utilisation, peak_flops
 
-__all__ = ["PreparedRun", "train_run", "probe_seconds_per_step", "WARMUP_SHARE", "AVERAGE_SPAN", "Interrupted"]
+__all__ = [
+    "PreparedRun",
+    "train_run",
+    "training_step",
+    "probe_seconds_per_step",
+    "WARMUP_SHARE",
+    "AVERAGE_SPAN",
+    "Interrupted",
+]
 
 #: A run with a budget in minutes shortens its warm-up to at most this share of the steps the budget allows, as
 #: soon as its speed is measured: the warm-up that suits a fast machine would take a slow one's whole budget.
@@ -135,6 +143,9 @@ def train_run(
         ids = [device.index] if device.type == "cuda" else None
         trained = DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)
     computes_in = f"{str(autocast).removeprefix('torch.')} mixed precision" if autocast else str(weights_dtype)[6:]
+    # --compile: the steps after the first run the model compiled by torch.compile (the first, uncompiled, counts
+    # the model's arithmetic); the weights are the model's, so checkpoints and evaluation do not change
+    stepper = torch.compile(trained, dynamic=True) if s.compile else trained
 
     # --- the batches ----------------------------------------------------------------------------------------
     dataset = PairDataset(run.train_pairs, run.src_vocab, run.tgt_vocab)
@@ -238,7 +249,6 @@ def train_run(
             dropout = choose_dropout(progress.epochs_allowed(math.inf))
 
     # --- the loop -----------------------------------------------------------------------------------------
-    clip, smoothing = s.clip or None, s.label_smoothing
     read_every = 1 if device.type == "cpu" else log_every  # reading a loss waits for the device: on a GPU, rarely
     zero = torch.zeros((), dtype=torch.float64, device=device)
     window_loss, window_tokens, epoch_loss, epoch_tokens = zero.clone(), 0, zero.clone(), 0
@@ -250,24 +260,16 @@ def train_run(
                 trained.train()
                 epoch_loss, epoch_tokens = zero.clone(), 0
                 for batch in _ahead(batches_of(epoch), device):
-                    # one step: nothing here waits for the device
+                    # one step (training_step): nothing in it waits for the device
                     n_tokens = batch.n_real  # counted on the host, before the batch moved
-                    batch = batch.on_device
-                    counting = FlopCounterMode(display=False) if flops_per_token is None else nullcontext()
-                    with counting:  # the session's first step counts the model's arithmetic (utilisation.py)
-                        logits = teacher_forced_logits(trained, batch, autocast)  # products in bfloat16 where asked
-                        # summed, then scaled by the count of real tokens the host knows: no wait for the device
-                        loss_sum = fused_sequence_loss(logits, batch.tgt_out, 0, smoothing, "sum", check=False)
-                        loss = loss_sum * (1.0 / n_tokens)
-                        optimizer.zero_grad(set_to_none=True)
-                        loss.backward()
-                    if flops_per_token is None:
+                    if flops_per_token is None:  # the session's first step, uncompiled, counts the arithmetic
+                        with FlopCounterMode(display=False) as counting:
+                            loss_sum = training_step(trained, model, optimizer, batch.on_device, n_tokens, s, autocast)
                         flops_per_token = counting.get_total_flops() / n_tokens
-                    if clip is not None:
-                        nn.utils.clip_grad_norm_(model.parameters(), clip)
-                    optimizer.step()
+                    else:
+                        loss_sum = training_step(stepper, model, optimizer, batch.on_device, n_tokens, s, autocast)
                     schedule.step()
-                    summed = loss.detach().double() * n_tokens
+                    summed = loss_sum.double()
                     window_loss += summed
                     epoch_loss += summed
                     window_tokens, epoch_tokens = window_tokens + n_tokens, epoch_tokens + n_tokens
@@ -386,6 +388,38 @@ def train_run(
 # --- The pieces the loop calls ------------------------------------------------------------------------
 
 
+def training_step(
+    forward: nn.Module,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: Batch,
+    n_tokens: int,
+    settings: RunSettings,
+    autocast: torch.dtype | None,
+) -> torch.Tensor:
+    """One optimizer step of the translator on ``batch`` (on the device); the loss summed over it, not read.
+
+    ``forward`` computes the logits (``model`` itself, or it wrapped for
+    several processes or compiled); ``model`` holds the weights that are
+    clipped. Forward in mixed precision where ``autocast`` says, the
+    label-smoothed loss (:func:`~attnbook.train.fused_sequence_loss`) summed
+    and scaled by ``n_tokens``, the real target tokens the host counted when it
+    built the batch, backward, clipping, the optimizer's step. Nothing in it
+    waits for the device: the batch's values are not checked (the loop built
+    it), the loss is not read, the clipping and the fused optimizer stay on
+    the device. The schedule's step is the loop's.
+    """
+    with values_unchecked():
+        logits = teacher_forced_logits(forward, batch, autocast)  # products in bfloat16 where asked
+    loss_sum = fused_sequence_loss(logits, batch.tgt_out, 0, settings.label_smoothing, "sum", check=False)
+    optimizer.zero_grad(set_to_none=True)
+    (loss_sum * (1.0 / n_tokens)).backward()
+    if settings.clip:
+        nn.utils.clip_grad_norm_(model.parameters(), settings.clip)
+    optimizer.step()
+    return loss_sum.detach()
+
+
 def probe_seconds_per_step(
     settings: RunSettings,
     model_config: dict,
@@ -419,14 +453,7 @@ def probe_seconds_per_step(
         model.train()
         while estimate is None:
             for ready in _ahead(batches, device):
-                batch = ready.on_device
-                logits = teacher_forced_logits(model, batch, autocast)
-                loss = fused_sequence_loss(logits, batch.tgt_out, 0, settings.label_smoothing, "sum", check=False)
-                optimizer.zero_grad(set_to_none=True)
-                (loss * (1.0 / ready.n_real)).backward()
-                if settings.clip:
-                    nn.utils.clip_grad_norm_(model.parameters(), settings.clip)
-                optimizer.step()
+                training_step(model, model, optimizer, ready.on_device, ready.n_real, settings, autocast)
                 done += 1
                 estimate = pace.after_step(done)
                 if estimate is not None:
