@@ -268,6 +268,14 @@ def detokenize(tokens: Sequence[str], lang: str) -> str:
 # --- The vocabulary ----------------------------------------------------------------
 
 
+def read_json(path: Path, what: str):
+    """The JSON value in the file at ``path``; a ValueError that says the file is not ``what`` when it holds none."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{str(path)!r} is not {what}: {err}") from None
+
+
 class Vocab:
     """A two-way map between tokens and integer ids, with ``<pad> <bos> <eos> <unk>`` first.
 
@@ -417,10 +425,7 @@ class Vocab:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no vocabulary file at {str(path)!r}")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ValueError(f"{str(path)!r} is not a vocabulary JSON file: {err}") from None
+        data = read_json(path, "a vocabulary JSON file")
         tokens = data.get("tokens") if isinstance(data, dict) else None
         if not isinstance(tokens, list) or data.get("format") != "attnbook.Vocab":
             raise ValueError(f"{str(path)!r} is not a vocabulary saved by Vocab.save (no 'format'/'tokens' entries)")

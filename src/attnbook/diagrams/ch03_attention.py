@@ -36,23 +36,9 @@ def attention_decoder_step():
     d.arrow("embed", "concat", shape="(B, E)", label_side="above")
     d.arrow("concat", "gru", shape="(B, E+H)", label_side="left")
     d.arrow(
-        "s_prev",
-        "gru",
-        shape="$s_{t-1}$ (B, H): the state the GRU updates",
-        label_side="above",
-        start_side="top",
-        end_side="left",
-        via=[(1.45, 4.75)],
+        "s_prev", "gru", shape="$s_{t-1}$ (B, H): the state the GRU updates", label_side="above", via=[(1.45, 4.75)]
     )
     d.arrow("gru", "out", shape="$s_t$ (B, H)", label_side="left")
-    d.arrow(
-        "sum",
-        "out",
-        shape="$c_t$",
-        label_side="right",
-        start_side="right",
-        end_side="right",
-        via=[(14.2, 1.95), (14.2, 6.15)],
-    )
+    d.arrow("sum", "out", shape="$c_t$", label_side="right", via=[(14.2, 1.95), (14.2, 6.15)])
     d.arrow("out", (7.6, 6.15), shape="logits of word $t$ (B, V)", label_side="above")
     return d.figure

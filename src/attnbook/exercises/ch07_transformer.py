@@ -172,23 +172,30 @@ def _pre_ln_decoder_layer(y, memory, src_lengths, self_attention, cross_attentio
     return y + ffn(norm3(y))
 
 
-def _dec_post_ln(y, memory, src_lengths, self_attention, cross_attention, ffn, norms):
-    norm1, norm2, norm3 = norms
+def _sublayers(memory, src_lengths, self_attention, cross_attention, ffn):
+    """The decoder layer's three sublayers in order, each a function of the stream.
+
+    The two mistakes below place the LayerNorms around them otherwise than pre-LN does.
+    """
     mask = _pad(src_lengths, memory.shape[1])
-    y = norm1(y + self_attention(y, y, y, causal=True))
-    y = norm2(y + cross_attention(y, memory, memory, key_padding_mask=mask))
-    return norm3(y + ffn(y))
+    return (
+        lambda h: self_attention(h, h, h, causal=True),
+        lambda h: cross_attention(h, memory, memory, key_padding_mask=mask),
+        ffn,
+    )
+
+
+def _dec_post_ln(y, memory, src_lengths, self_attention, cross_attention, ffn, norms):
+    for norm, sublayer in zip(norms, _sublayers(memory, src_lengths, self_attention, cross_attention, ffn)):
+        y = norm(y + sublayer(y))
+    return y
 
 
 def _dec_normalized_residual(y, memory, src_lengths, self_attention, cross_attention, ffn, norms):
-    norm1, norm2, norm3 = norms
-    mask = _pad(src_lengths, memory.shape[1])
-    h = norm1(y)
-    y = h + self_attention(h, h, h, causal=True)
-    h = norm2(y)
-    y = h + cross_attention(h, memory, memory, key_padding_mask=mask)
-    h = norm3(y)
-    return h + ffn(h)
+    for norm, sublayer in zip(norms, _sublayers(memory, src_lengths, self_attention, cross_attention, ffn)):
+        h = norm(y)
+        y = h + sublayer(h)
+    return y
 
 
 def _dec_memory_normalized(y, memory, src_lengths, self_attention, cross_attention, ffn, norms):

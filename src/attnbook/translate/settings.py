@@ -155,6 +155,11 @@ def setting(default: Any, help: str, **option: Any) -> Any:
     return field(default=default, metadata={"option": Option(help, **option)})
 
 
+def vocabulary_size(help: str, low: int, why: str) -> Any:
+    """A cap of N entries on a vocabulary (``--pieces``, ``--max-vocab``): 8000 unless said, N >= ``low``."""
+    return setting(8000, help, group="vocabulary", metavar="N", rule=at_least(low, why))
+
+
 def flag(name: str) -> str:
     """The command-line flag of a setting: ``d_model`` → ``--d-model``."""
     return "--" + name.replace("_", "-")
@@ -247,12 +252,8 @@ class RunSettings:
         group="vocabulary",
         choices=VOCAB_SHARING,
     )
-    pieces: int = setting(
-        8000,
-        "subwords: at most N pieces per vocabulary, 256 bytes included",
-        group="vocabulary",
-        metavar="N",
-        rule=at_least(300, " (256 of them are bytes)"),
+    pieces: int = vocabulary_size(
+        "subwords: at most N pieces per vocabulary, 256 bytes included", 300, " (256 of them are bytes)"
     )
     bpe_dropout: float = setting(
         0.0,
@@ -262,13 +263,7 @@ class RunSettings:
         metavar="P",
         rule=probability,
     )
-    max_vocab: int = setting(
-        8000,
-        "words: at most N tokens per language",
-        group="vocabulary",
-        metavar="N",
-        rule=at_least(5, " (4 reserved tokens and a word)"),
-    )
+    max_vocab: int = vocabulary_size("words: at most N tokens per language", 5, " (4 reserved tokens and a word)")
     min_freq: int = setting(
         2, "words: keep the words seen at least N times", group="vocabulary", metavar="N", rule=at_least(1)
     )
