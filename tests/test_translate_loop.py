@@ -43,3 +43,53 @@ def test_a_batch_that_fails_raises_in_the_loop_and_a_loop_that_stops_stops_the_t
     next(ahead)
     ahead.close()  # the budget ended the epoch: the thread, blocked on a full queue, must end too
     assert threading.active_count() == before
+
+
+def test_the_checks_that_read_values_are_left_out_inside_values_unchecked_and_back_after():
+    from attnbook.checks import check_token_ids, values_checked, values_unchecked
+
+    ids = torch.tensor([[3, 99]])
+    with pytest.raises(IndexError, match="99"):
+        check_token_ids(ids, 10)
+    with pytest.raises(RuntimeError), values_unchecked():
+        assert not values_checked()
+        check_token_ids(ids, 10)  # not read: no error here
+        raise RuntimeError("a step that fails")
+    assert values_checked()  # back, even after an error
+    with pytest.raises(IndexError):
+        check_token_ids(ids, 10)
+
+
+def test_the_training_step_returns_the_summed_loss_and_takes_one_clipped_step():
+    from attnbook.train import fused_sequence_loss, teacher_forced_logits
+    from attnbook.translate.model import build_model, model_config
+    from attnbook.translate.settings import RunSettings
+    from attnbook.translate.train import training_step
+
+    settings = RunSettings(d_model=16, num_heads=2, num_layers=1, d_ff=32, clip=0.5, label_smoothing=0.1)
+    torch.manual_seed(0)
+    model = build_model("transformer", model_config(settings, 40, 40))
+    model.eval()  # no dropout: the loss before the step is the step's
+    batch = collate([([5, 6, 7], [8, 9]), ([5], [10, 11, 12])])
+    with torch.no_grad():
+        expected = fused_sequence_loss(teacher_forced_logits(model, batch), batch.tgt_out, 0, 0.1, "sum")
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    loss_sum = training_step(model, model, optimizer, batch, batch.n_tokens, settings, None)
+    torch.testing.assert_close(loss_sum, expected)
+    assert not loss_sum.requires_grad
+    moved = torch.sqrt(sum(((p.detach() - b) ** 2).sum() for p, b in zip(model.parameters(), before)))
+    torch.testing.assert_close(moved, torch.tensor(0.5))  # SGD with rate 1 moves by the clipped gradient: norm 0.5
+
+
+def test_the_utilisation_counts_a_products_operations_and_says_its_share():
+    from attnbook.translate.utilisation import count_flops, describe_utilisation, peak_flops
+
+    layer = torch.nn.Linear(64, 32, bias=False)
+    x = torch.randn(10, 64, requires_grad=True)
+    flops = count_flops(lambda: layer(x).sum().backward())
+    assert flops == 3 * 2 * 10 * 64 * 32  # forward, and the gradients of the input and of the weights
+    peak = peak_flops(torch.device("cpu"), torch.float32, size=256, repeats=2)
+    assert peak > 0
+    share, line = describe_utilisation(1e6, 2e3, 8e9)
+    assert share == 0.25 and "model FLOP utilisation 25.0%" in line

@@ -367,12 +367,13 @@ def train_run(
     model.eval()
     if flops_per_token:  # what share of the device's arithmetic the steps used
         peak = peak_flops(device, autocast or weights_dtype)
-        share, line = describe_utilisation(flops_per_token, progress.tokens_per_second(), peak)
+        rate = progress.tokens_per_second()
+        share, line = describe_utilisation(flops_per_token, rate, peak)
         log.write(
             event="utilisation",
             share=share,
             flops_per_token=flops_per_token,
-            tokens_per_second=progress.tokens_per_second(),
+            tokens_per_second=rate,
             peak_flops=peak,
         )
         console.say(line)
