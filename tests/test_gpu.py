@@ -86,20 +86,20 @@ def test_a_model_computes_the_same_on_the_gpu_as_on_the_cpu_in_float64(name):
     torch.manual_seed(0)
     model = _models()[name].double().eval()
     src = torch.randint(3, 23, (3, 7))
-    src_mask = torch.zeros(3, 7, dtype=torch.bool)
-    src_mask[1, 5:] = True
+    src_padding_mask = torch.zeros(3, 7, dtype=torch.bool)
+    src_padding_mask[1, 5:] = True
     tgt = torch.randint(3, 19, (3, 6))
-    here = model(src, src_mask, tgt[:, :-1])
+    here = model(src, src_padding_mask, tgt[:, :-1])
     gpu = model.to("cuda")
-    there = gpu(src.cuda(), src_mask.cuda(), tgt[:, :-1].cuda())
+    there = gpu(src.cuda(), src_padding_mask.cuda(), tgt[:, :-1].cuda())
     torch.testing.assert_close(there.cpu(), here, rtol=1e-10, atol=1e-12)
     loss = fused_sequence_loss(there, tgt[:, 1:].cuda())
     loss.backward()
     assert all(p.grad is None or p.grad.is_cuda for p in gpu.parameters())
-    greedy = greedy_decode(gpu, src.cuda(), src_mask.cuda(), max_len=6)
-    cached_cpu = greedy_decode(model.cpu(), src, src_mask, max_len=6)
+    greedy = greedy_decode(gpu, src.cuda(), src_padding_mask.cuda(), max_len=6)
+    cached_cpu = greedy_decode(model.cpu(), src, src_padding_mask, max_len=6)
     assert torch.equal(greedy.tokens.cpu(), cached_cpu.tokens)  # exact: tokens, chosen by argmax of close logits
-    beams = beam_search(model.to("cuda"), src.cuda(), src_mask.cuda(), beam_size=3, max_len=6)
+    beams = beam_search(model.to("cuda"), src.cuda(), src_padding_mask.cuda(), beam_size=3, max_len=6)
     assert beams.tokens.is_cuda and beams.scores.shape == (3,)
 
 
