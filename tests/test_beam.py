@@ -35,7 +35,7 @@ class TableModel(torch.nn.Module):
         super().__init__()
         self.table, self.default, self.vocab_size, self.fed = table, default, vocab_size, []
 
-    def start(self, src, src_mask=None):
+    def start(self, src, src_padding_mask=None):
         return _TableState([() for _ in range(src.shape[0])])
 
     def step(self, tokens, state):
@@ -110,7 +110,7 @@ def test_the_length_penalty_can_change_the_winner():
 def test_default_max_len_is_the_source_length_plus_50():
     never_ends = TableModel({}, {A: 0.6, B_: 0.4 - 1e-6, EOS: 1e-6})
     batch = make_batch([[4, 5, 6], [7], [4, 4, 4, 4, 4, 4, 4]], [[4]] * 3)
-    out = beam_search(never_ends, batch.src, batch.src_mask, beam_size=2)
+    out = beam_search(never_ends, batch.src, batch.src_padding_mask, beam_size=2)
     assert out.lengths.tolist() == [53, 51, 57]
     assert out.tokens.shape == (3, 57) and out.tokens[1, 51:].eq(PAD).all() and out.tokens[0, :53].eq(A).all()
 
@@ -120,8 +120,12 @@ def test_default_max_len_is_the_source_length_plus_50():
             max_len = 20
 
     capped = Capped({}, {A: 0.6, B_: 0.4 - 1e-6, EOS: 1e-6})
-    assert beam_search(capped, batch.src, batch.src_mask, beam_size=2).lengths.tolist() == [20, 20, 20]
-    assert beam_search(never_ends, batch.src, batch.src_mask, beam_size=2, max_len=4).lengths.tolist() == [4, 4, 4]
+    assert beam_search(capped, batch.src, batch.src_padding_mask, beam_size=2).lengths.tolist() == [20, 20, 20]
+    assert beam_search(never_ends, batch.src, batch.src_padding_mask, beam_size=2, max_len=4).lengths.tolist() == [
+        4,
+        4,
+        4,
+    ]
 
 
 def test_bad_input_is_a_clear_error():
@@ -133,7 +137,7 @@ def test_bad_input_is_a_clear_error():
         with pytest.raises(ValueError, match="alpha .* must be a finite number >= 0"):
             beam_search(model, SRC, alpha=bad)
     batch = make_batch([[4, 5], [6]], [[4], [4]])
-    empty = batch.src_mask.clone()
+    empty = batch.src_padding_mask.clone()
     empty[1] = True
     with pytest.raises(ValueError, match=r"empty source sentence \(rows \[1\]"):
         beam_search(model, batch.src, empty)
@@ -147,7 +151,7 @@ def test_bad_input_is_a_clear_error():
         beam_search(model, SRC, max_len=0)
 
     class NoSelect(TableModel):
-        def start(self, src, src_mask=None):
+        def start(self, src, src_padding_mask=None):
             return object()
 
     with pytest.raises(TypeError, match="select"):
@@ -193,8 +197,8 @@ class _WithoutCache(torch.nn.Module):
         super().__init__()
         self.model, self.config = model, model.config
 
-    def start(self, src, src_mask=None):
-        return self.model.start(src, src_mask, cache=False)
+    def start(self, src, src_padding_mask=None):
+        return self.model.start(src, src_padding_mask, cache=False)
 
     def step(self, tokens, state):
         return self.model.step(tokens, state)
@@ -206,11 +210,11 @@ SOURCES = [[4, 5, 6, 7, 8, 9], [9, 4], [5, 6, 11], [7, 7, 8, 10, 11], [4]]
 def test_the_rnn_state_selects_rows():
     model = _rnn(True)
     batch = make_batch(SOURCES[:3], [[4]] * 3)
-    state = model.start(batch.src, batch.src_mask)
+    state = model.start(batch.src, batch.src_padding_mask)
     picked = state.select(torch.tensor([2, 0, 2]))
     assert isinstance(picked, DecoderState) and picked.hidden.shape == (2, 3, 16)
     assert torch.equal(picked.hidden[:, 1], state.hidden[:, 0]) and torch.equal(picked.memory[0], state.memory[2])
-    assert torch.equal(picked.memory_mask[2], state.memory_mask[2]) and torch.equal(
+    assert torch.equal(picked.memory_padding_mask[2], state.memory_padding_mask[2]) and torch.equal(
         picked.projected_keys[1], state.projected_keys[0]
     )
     logits, _ = model.step(torch.full((3,), BOS), picked)
@@ -226,8 +230,8 @@ def test_the_rnn_state_selects_rows():
 def test_beam_size_one_is_greedy_decoding(name):
     model = MODELS[name]()
     batch = make_batch(SOURCES, [[4]] * len(SOURCES))
-    greedy = greedy_decode(model, batch.src, batch.src_mask, max_len=9)
-    beam = beam_search(model, batch.src, batch.src_mask, beam_size=1, alpha=0.6, max_len=9)
+    greedy = greedy_decode(model, batch.src, batch.src_padding_mask, max_len=9)
+    beam = beam_search(model, batch.src, batch.src_padding_mask, beam_size=1, alpha=0.6, max_len=9)
     width = beam.tokens.shape[1]
     assert torch.equal(beam.tokens, greedy.tokens[:, :width]) and torch.all(greedy.tokens[:, width:] == PAD)
     assert torch.equal(beam.lengths, greedy.lengths)
@@ -274,10 +278,10 @@ def test_a_beam_that_keeps_every_prefix_finds_the_exhaustive_best(name, alpha):
 def test_a_sentence_decodes_the_same_whatever_shares_its_batch(name):
     model = MODELS[name]()
     batch = make_batch(SOURCES, [[4]] * len(SOURCES))
-    together = beam_search(model, batch.src, batch.src_mask, beam_size=3, max_len=8, n_best=3)
+    together = beam_search(model, batch.src, batch.src_padding_mask, beam_size=3, max_len=8, n_best=3)
     order = [3, 0, 4, 2, 1]
     shuffled = make_batch([SOURCES[i] for i in order], [[4]] * len(SOURCES))
-    other = beam_search(model, shuffled.src, shuffled.src_mask, beam_size=3, max_len=8, n_best=3)
+    other = beam_search(model, shuffled.src, shuffled.src_padding_mask, beam_size=3, max_len=8, n_best=3)
     for j, i in enumerate(order):
         alone = beam_search(model, torch.tensor([SOURCES[i]]), beam_size=3, max_len=8, n_best=3)
         for result, row in ((together, i), (other, j)):
@@ -295,8 +299,8 @@ def test_uncached_decoding_gives_the_same_tokens(name):
     if isinstance(model, Transformer):
         references.append(_WithoutCache(model))
     for decode in (
-        lambda m: greedy_decode(m, batch.src, batch.src_mask, max_len=12),
-        lambda m: beam_search(m, batch.src, batch.src_mask, beam_size=4, max_len=12, n_best=4),
+        lambda m: greedy_decode(m, batch.src, batch.src_padding_mask, max_len=12),
+        lambda m: beam_search(m, batch.src, batch.src_padding_mask, beam_size=4, max_len=12, n_best=4),
     ):
         cached = decode(model)
         for reference in references:
@@ -312,8 +316,8 @@ def test_uncached_decoding_gives_the_same_tokens(name):
 def test_float32_transformer_cached_and_uncached_beams_agree():
     model = _transformer().float()
     batch = make_batch(SOURCES, [[4]] * len(SOURCES))
-    cached = beam_search(model, batch.src, batch.src_mask, beam_size=4, max_len=12)
-    uncached = beam_search(_WithoutCache(model), batch.src, batch.src_mask, beam_size=4, max_len=12)
+    cached = beam_search(model, batch.src, batch.src_padding_mask, beam_size=4, max_len=12)
+    uncached = beam_search(_WithoutCache(model), batch.src, batch.src_padding_mask, beam_size=4, max_len=12)
     assert torch.equal(cached.tokens, uncached.tokens)
     assert torch.allclose(cached.scores.float(), uncached.scores.float(), atol=1e-4)
 

@@ -19,14 +19,14 @@ def test_collate_pads_shifts_and_masks():
     assert isinstance(batch, Batch) and len(batch) == 2
     assert batch.src.tolist() == [[5, 6, 7], [5, 0, 0]]
     assert batch.src_lengths.tolist() == [3, 1]
-    assert batch.src_mask.tolist() == [[False, False, False], [False, True, True]]
+    assert batch.src_padding_mask.tolist() == [[False, False, False], [False, True, True]]
     assert batch.tgt_in.tolist() == [[1, 8, 9, 0, 0], [1, 8, 9, 10, 11]]
     assert batch.tgt_out.tolist() == [[8, 9, 2, 0, 0], [8, 9, 10, 11, 2]]
-    assert batch.tgt_mask.tolist() == [[False, False, False, True, True], [False] * 5]
+    assert batch.tgt_padding_mask.tolist() == [[False, False, False, True, True], [False] * 5]
     assert batch.tgt_lengths.tolist() == [3, 5] and batch.n_tokens == 8
     for t in (batch.src, batch.tgt_in, batch.tgt_out, batch.src_lengths):
         assert t.dtype == torch.long
-    assert batch.src_mask.dtype == torch.bool and batch.tgt_mask.dtype == torch.bool
+    assert batch.src_padding_mask.dtype == torch.bool and batch.tgt_padding_mask.dtype == torch.bool
     assert repr(batch) == "Batch(B=2, S=3, T=5, device=cpu)"
 
 
@@ -47,10 +47,10 @@ def test_batches_cover_every_pair_once_with_consistent_tensors(corpus):
     for batch in loader:
         B, S = batch.src.shape
         T = batch.tgt_in.shape[1]
-        assert B <= 32 and batch.tgt_out.shape == (B, T) and batch.src_mask.shape == (B, S)
-        assert torch.equal(batch.src_mask, padding_mask(batch.src_lengths, S))
-        assert torch.equal(batch.tgt_mask, padding_mask(batch.tgt_lengths, T))
-        assert torch.equal(batch.src_mask, batch.src == 0)  # no real token has id 0
+        assert B <= 32 and batch.tgt_out.shape == (B, T) and batch.src_padding_mask.shape == (B, S)
+        assert torch.equal(batch.src_padding_mask, padding_mask(batch.src_lengths, S))
+        assert torch.equal(batch.tgt_padding_mask, padding_mask(batch.tgt_lengths, T))
+        assert torch.equal(batch.src_padding_mask, batch.src == 0)  # no real token has id 0
         assert (batch.tgt_in[:, 0] == 1).all()
         for b in range(B):
             n = int(batch.tgt_lengths[b]) - 1
@@ -83,7 +83,7 @@ def test_batches_are_deterministic_per_seed_and_epoch(corpus):
 
 def test_bucketing_reduces_padding(corpus):
     def padding(loader):
-        return sum(int(b.src_mask.sum()) + int(b.tgt_mask.sum()) for b in loader)
+        return sum(int(b.src_padding_mask.sum()) + int(b.tgt_padding_mask.sum()) for b in loader)
 
     plain = make_batches(corpus.train, corpus.src_vocab, corpus.tgt_vocab, batch_size=16, bucket=False)
     bucketed = make_batches(corpus.train, corpus.src_vocab, corpus.tgt_vocab, batch_size=16, bucket=True)

@@ -25,7 +25,7 @@ class ScriptedModel(torch.nn.Module):
         super().__init__()
         self.script, self.vocab_size, self.fed = script, vocab_size, []
 
-    def start(self, src, src_mask):
+    def start(self, src, src_padding_mask):
         return _Scripted()
 
     def step(self, tokens, state):
@@ -69,7 +69,7 @@ def test_batched_decoding_equals_decoding_each_sentence_alone(attention):
     model = Seq2Seq(Seq2SeqConfig(12, 12, embed_size=8, hidden_size=16, attention=attention)).train()
     sources = [[4, 5, 6, 7, 8, 9], [9, 4], [5, 6, 11]]
     batch = make_batch(sources, [[4]] * 3)
-    out = greedy_decode(model, batch.src, batch.src_mask, max_len=7)
+    out = greedy_decode(model, batch.src, batch.src_padding_mask, max_len=7)
     assert model.training, "the model's mode is restored"
     for b, x in enumerate(sources):
         alone = greedy_decode(model, torch.tensor([x]), max_len=7)
@@ -90,7 +90,7 @@ def test_a_trained_model_reverses_its_inputs():
     model = Seq2Seq(Seq2SeqConfig(10, 10, embed_size=16, hidden_size=32, attention=True))
     train(model, batches_of(pairs[:384], 32), epochs=12, lr=1e-2, plot=False, verbose=False)
     test = make_batch([x for x, _ in pairs[384:]], [y for _, y in pairs[384:]])
-    out = greedy_decode(model, test.src, test.src_mask, max_len=10)
+    out = greedy_decode(model, test.src, test.src_padding_mask, max_len=10)
     right = sum(cut_at_eos(row) == y for row, (_, y) in zip(out.tokens, pairs[384:]))
     assert right >= 0.7 * len(pairs[384:]), f"only {right} of 64 reversed exactly"
 

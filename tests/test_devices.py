@@ -96,12 +96,12 @@ def test_a_model_trains_a_step_and_decodes_greedy_and_beam_on_a_second_device(na
     torch.manual_seed(0)
     model = MODELS[name]()
     src = torch.randint(3, 23, (3, 7))
-    src_mask = torch.zeros(3, 7, dtype=torch.bool)
-    src_mask[1, 5:] = True
+    src_padding_mask = torch.zeros(3, 7, dtype=torch.bool)
+    src_padding_mask[1, 5:] = True
     tgt = torch.randint(3, 19, (3, 6))
     with SecondDevice() as device:
         model = model.to(device)
-        batch = [t.to(device) for t in (src, src_mask, tgt)]
+        batch = [t.to(device) for t in (src, src_padding_mask, tgt)]
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
         loss = fused_sequence_loss(model(batch[0], batch[1], batch[2][:, :-1]), batch[2][:, 1:])
         loss.backward()

@@ -576,13 +576,15 @@ cheat("prior_smoothed_loss", "sequence_loss with a rescaled ε", exact=False)(_s
 
 
 def _cross_cache_sdpa(call):
-    def cross_attention_steps(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+    def cross_attention_steps(y, memory, src_padding_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
         B, T, d = y.shape
 
         def heads(t):
             return t.reshape(B, t.shape[1], num_heads, -1).transpose(1, 2)
 
-        out = call(heads(y @ w_q + b_q), heads(memory @ w_k + b_k), heads(memory @ w_v + b_v), ~src_mask[:, None, None])
+        out = call(
+            heads(y @ w_q + b_q), heads(memory @ w_k + b_k), heads(memory @ w_v + b_v), ~src_padding_mask[:, None, None]
+        )
         return out.transpose(1, 2).reshape(B, T, d)
 
     return cross_attention_steps

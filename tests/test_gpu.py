@@ -87,22 +87,22 @@ def test_a_model_computes_the_same_on_the_gpu_as_on_the_cpu_in_float64(name):
     torch.manual_seed(0)
     model = _models()[name].double().eval()
     src = torch.randint(3, 23, (3, 7))
-    src_mask = torch.zeros(3, 7, dtype=torch.bool)
-    src_mask[1, 5:] = True
+    src_padding_mask = torch.zeros(3, 7, dtype=torch.bool)
+    src_padding_mask[1, 5:] = True
     tgt = torch.randint(3, 19, (3, 6))
-    here = model(src, src_mask, tgt[:, :-1])
+    here = model(src, src_padding_mask, tgt[:, :-1])
     gpu = model.to("cuda")
-    there = gpu(src.cuda(), src_mask.cuda(), tgt[:, :-1].cuda())
+    there = gpu(src.cuda(), src_padding_mask.cuda(), tgt[:, :-1].cuda())
     torch.testing.assert_close(there.cpu(), here, rtol=1e-10, atol=1e-12)
     gpu.train()  # cuDNN runs a GRU backward only in training mode; dropout does not matter to this check
-    loss = fused_sequence_loss(gpu(src.cuda(), src_mask.cuda(), tgt[:, :-1].cuda()), tgt[:, 1:].cuda())
+    loss = fused_sequence_loss(gpu(src.cuda(), src_padding_mask.cuda(), tgt[:, :-1].cuda()), tgt[:, 1:].cuda())
     loss.backward()
     gpu.eval()
     assert all(p.grad is None or p.grad.is_cuda for p in gpu.parameters())
-    greedy = greedy_decode(gpu, src.cuda(), src_mask.cuda(), max_len=6)
-    cached_cpu = greedy_decode(model.cpu(), src, src_mask, max_len=6)
+    greedy = greedy_decode(gpu, src.cuda(), src_padding_mask.cuda(), max_len=6)
+    cached_cpu = greedy_decode(model.cpu(), src, src_padding_mask, max_len=6)
     assert torch.equal(greedy.tokens.cpu(), cached_cpu.tokens)  # exact: tokens, chosen by argmax of close logits
-    beams = beam_search(model.to("cuda"), src.cuda(), src_mask.cuda(), beam_size=3, max_len=6)
+    beams = beam_search(model.to("cuda"), src.cuda(), src_padding_mask.cuda(), beam_size=3, max_len=6)
     assert beams.tokens.is_cuda and beams.scores.shape == (3,)
 
 
@@ -141,10 +141,10 @@ def test_the_training_step_never_waits_for_the_gpu():
     batch = Batch(
         src=src,
         src_lengths=src_lengths,
-        src_mask=padding_mask(src_lengths, 8),
+        src_padding_mask=padding_mask(src_lengths, 8),
         tgt_in=tgt,
         tgt_out=tgt,
-        tgt_mask=padding_mask(tgt_lengths, 7),
+        tgt_padding_mask=padding_mask(tgt_lengths, 7),
         tgt_lengths=tgt_lengths,
     ).to("cuda")
     n_tokens = int(tgt_lengths.sum())

@@ -34,7 +34,7 @@ def test_encoder_encodes_a_padded_sentence_as_if_alone(layers):
     torch.manual_seed(0)
     enc = GRUEncoder(12, 6, 10, num_layers=layers).eval()
     batch = make_batch(SOURCES, TARGETS)
-    outputs, state = enc(batch.src, batch.src_mask)
+    outputs, state = enc(batch.src, batch.src_padding_mask)
     assert outputs.shape == (3, 5, 10) and state.shape == (layers, 3, 10)
     for b, x in enumerate(SOURCES):
         alone_out, alone_state = enc(torch.tensor([x]))
@@ -48,7 +48,7 @@ def test_encoder_without_mask_reads_padding_as_tokens():
     torch.manual_seed(0)
     enc = GRUEncoder(12, 6, 10).eval()
     batch = make_batch(SOURCES, TARGETS)
-    _, masked = enc(batch.src, batch.src_mask)
+    _, masked = enc(batch.src, batch.src_padding_mask)
     _, unmasked = enc(batch.src)
     assert torch.allclose(masked[:, 0], unmasked[:, 0], atol=1e-6)  # the full-length sentence
     assert not torch.allclose(masked[:, 1], unmasked[:, 1], atol=1e-3)  # the padded one differs
@@ -58,14 +58,14 @@ def test_encoder_without_mask_reads_padding_as_tokens():
 def test_seq2seq_shapes_and_attention_weights(attention):
     model = _model(attention)
     batch = make_batch(SOURCES, TARGETS)
-    logits, weights = model(batch.src, batch.src_mask, batch.tgt_in, return_attention=True)
+    logits, weights = model(batch.src, batch.src_padding_mask, batch.tgt_in, return_attention=True)
     assert logits.shape == (3, 5, 13)
     if not attention:
         assert weights is None
         return
     assert weights.shape == (3, 5, 5)
     assert torch.allclose(weights.sum(-1), torch.ones(3, 5), atol=1e-6)
-    assert torch.all(weights.masked_select(batch.src_mask[:, None, :].expand_as(weights)) == 0)
+    assert torch.all(weights.masked_select(batch.src_padding_mask[:, None, :].expand_as(weights)) == 0)
 
 
 @pytest.mark.parametrize("attention", [False, True], ids=["plain", "attention"])
@@ -73,8 +73,8 @@ def test_seq2seq_shapes_and_attention_weights(attention):
 def test_step_by_step_equals_teacher_forcing(attention, layers):
     model = _model(attention, num_layers=layers)
     batch = make_batch(SOURCES, TARGETS)
-    teacher = model(batch.src, batch.src_mask, batch.tgt_in)
-    state = model.start(batch.src, batch.src_mask)
+    teacher = model(batch.src, batch.src_padding_mask, batch.tgt_in)
+    state = model.start(batch.src, batch.src_padding_mask)
     steps = []
     for t in range(batch.tgt_in.shape[1]):
         logits, state = model.step(batch.tgt_in[:, t], state)
@@ -86,29 +86,29 @@ def test_step_by_step_equals_teacher_forcing(attention, layers):
 def test_padding_does_not_change_a_sentence_s_logits(attention):
     model = _model(attention)
     batch = make_batch(SOURCES, TARGETS)
-    logits = model(batch.src, batch.src_mask, batch.tgt_in)
+    logits = model(batch.src, batch.src_padding_mask, batch.tgt_in)
     for b, (x, y) in enumerate(zip(SOURCES, TARGETS)):
         alone = make_batch([x], [y])
-        own = model(alone.src, alone.src_mask, alone.tgt_in)
+        own = model(alone.src, alone.src_padding_mask, alone.tgt_in)
         assert torch.allclose(logits[b, : len(y) + 1], own[0], atol=1e-5)
 
 
 def test_plain_decoder_sees_the_source_only_through_the_final_state():
     model = _model(False)
     batch = make_batch(SOURCES, TARGETS)
-    state = model.start(batch.src, batch.src_mask)
+    state = model.start(batch.src, batch.src_padding_mask)
     assert isinstance(state, DecoderState) and state.memory is None
     assert torch.equal(state.context, state.hidden[-1])
     # same final state => same translation, whatever else the encoder saw
     dec: PlainDecoder = model.decoder
     logits, _ = dec(batch.tgt_in, DecoderState(hidden=state.hidden.clone(), context=state.context.clone()))
-    assert torch.allclose(logits, model(batch.src, batch.src_mask, batch.tgt_in))
+    assert torch.allclose(logits, model(batch.src, batch.src_padding_mask, batch.tgt_in))
 
 
 def test_attention_decoder_reads_every_encoder_output():
     model = _model(True)
     batch = make_batch(SOURCES, TARGETS)
-    state = model.start(batch.src, batch.src_mask)
+    state = model.start(batch.src, batch.src_padding_mask)
     base, _, _ = model.decoder(batch.tgt_in, state)
     memory = state.memory.clone()
     memory[0, 1] += 1.0  # change one non-final encoder output of sentence 0
@@ -117,7 +117,7 @@ def test_attention_decoder_reads_every_encoder_output():
         DecoderState(
             state.hidden,
             memory=memory,
-            memory_mask=state.memory_mask,
+            memory_padding_mask=state.memory_padding_mask,
             projected_keys=model.decoder.attention.project_keys(memory),
         ),
     )
@@ -128,7 +128,7 @@ def test_gradients_reach_every_parameter():
     for attention in (False, True):
         model = _model(attention).train()
         batch = make_batch(SOURCES, TARGETS)
-        model(batch.src, batch.src_mask, batch.tgt_in).sum().backward()
+        model(batch.src, batch.src_padding_mask, batch.tgt_in).sum().backward()
         missing = [n for n, p in model.named_parameters() if p.grad is None]
         assert not missing, missing
 
@@ -138,7 +138,7 @@ def test_no_warning_with_dropout_and_one_layer():
         warnings.simplefilter("error")
         model = _model(True, dropout=0.3).train()
         batch = make_batch(SOURCES, TARGETS)
-        model(batch.src, batch.src_mask, batch.tgt_in)
+        model(batch.src, batch.src_padding_mask, batch.tgt_in)
 
 
 def test_token_ids_outside_the_vocabulary_are_clear_errors():
@@ -147,15 +147,15 @@ def test_token_ids_outside_the_vocabulary_are_clear_errors():
     bad_src = batch.src.clone()
     bad_src[0, 0] = 12
     with pytest.raises(IndexError, match=r"source token ids contain the index 12, outside the vocabulary of size 12"):
-        model(bad_src, batch.src_mask, batch.tgt_in)
+        model(bad_src, batch.src_padding_mask, batch.tgt_in)
     bad_tgt = batch.tgt_in.clone()
     bad_tgt[1, 1] = -1
     with pytest.raises(IndexError, match=r"target token ids contain the index -1"):
-        model(batch.src, batch.src_mask, bad_tgt)
+        model(batch.src, batch.src_padding_mask, bad_tgt)
     with pytest.raises(TypeError, match="integer token indices"):
-        model(batch.src.float(), batch.src_mask, batch.tgt_in)
+        model(batch.src.float(), batch.src_padding_mask, batch.tgt_in)
     with pytest.raises(IndexError, match="outside the vocabulary"):
-        model.step(torch.tensor([13, 1, 1]), model.start(batch.src, batch.src_mask))
+        model.step(torch.tensor([13, 1, 1]), model.start(batch.src, batch.src_padding_mask))
     check_token_ids(torch.tensor([0, 11]), 12)  # the edges are fine
 
 
@@ -163,22 +163,22 @@ def test_bad_masks_and_shapes_are_clear_errors():
     model = _model(False)
     batch = make_batch(SOURCES, TARGETS)
     with pytest.raises(ValueError, match="does not match src"):
-        model(batch.src, batch.src_mask[:, :4], batch.tgt_in)
-    holes = batch.src_mask.clone()
+        model(batch.src, batch.src_padding_mask[:, :4], batch.tgt_in)
+    holes = batch.src_padding_mask.clone()
     holes[0, 1] = True
     with pytest.raises(ValueError, match="padding at the end"):
         model(batch.src, holes, batch.tgt_in)
     with pytest.raises(TypeError, match="bool"):
-        model(batch.src, batch.src_mask.long(), batch.tgt_in)
-    empty = batch.src_mask.clone()
+        model(batch.src, batch.src_padding_mask.long(), batch.tgt_in)
+    empty = batch.src_padding_mask.clone()
     empty[1] = True
     with pytest.raises(ValueError, match="at least one token"):
         model(batch.src, empty, batch.tgt_in)
     with pytest.raises(ValueError, match=r"tgt_in must have shape \(B, T\) with B = 3"):
-        model(batch.src, batch.src_mask, batch.tgt_in[:2])
+        model(batch.src, batch.src_padding_mask, batch.tgt_in[:2])
     with pytest.raises(ValueError, match=r"one token per sentence"):
-        model.step(batch.tgt_in, model.start(batch.src, batch.src_mask))
-    assert lengths_from_mask(batch.src_mask).tolist() == [5, 2, 3]
+        model.step(batch.tgt_in, model.start(batch.src, batch.src_padding_mask))
+    assert lengths_from_mask(batch.src_padding_mask).tolist() == [5, 2, 3]
 
 
 def test_config_is_validated():
@@ -199,7 +199,7 @@ def test_bidirectional_encoder_joins_two_directions_and_ignores_padding(layers):
     torch.manual_seed(0)
     enc = GRUEncoder(12, 6, 10, num_layers=layers, bidirectional=True).eval()
     batch = make_batch(SOURCES, TARGETS)
-    outputs, state = enc(batch.src, batch.src_mask)
+    outputs, state = enc(batch.src, batch.src_padding_mask)
     assert outputs.shape == (3, 5, 10) and state.shape == (layers, 3, 10), "the same shapes as one direction"
     for b, x in enumerate(SOURCES):
         n = len(x)
@@ -229,15 +229,15 @@ def test_bidirectional_seq2seq_follows_the_protocol(attention):
     model = _model(attention, bidirectional=True)
     assert model.encoder.rnn.bidirectional and model.encoder.rnn.hidden_size == 5
     batch = make_batch(SOURCES, TARGETS)
-    teacher = model(batch.src, batch.src_mask, batch.tgt_in)
-    state = model.start(batch.src, batch.src_mask)
+    teacher = model(batch.src, batch.src_padding_mask, batch.tgt_in)
+    state = model.start(batch.src, batch.src_padding_mask)
     steps = []
     for t in range(batch.tgt_in.shape[1]):
         logits, state = model.step(batch.tgt_in[:, t], state)
         steps.append(logits)
     assert torch.allclose(torch.stack(steps, dim=1), teacher, atol=1e-5)
     model.train()
-    model(batch.src, batch.src_mask, batch.tgt_in).sum().backward()
+    model(batch.src, batch.src_padding_mask, batch.tgt_in).sum().backward()
     assert all(p.grad is not None for p in model.parameters())
 
 

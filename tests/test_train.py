@@ -622,7 +622,9 @@ def test_checkpoint_round_trip(tmp_path):
     extra = load_checkpoint(path, fresh)
     assert extra == {"epochs": 1, "note": "toy"}
     batch = VALID[0]
-    assert torch.equal(model(batch.src, batch.src_mask, batch.tgt_in), fresh(batch.src, batch.src_mask, batch.tgt_in))
+    assert torch.equal(
+        model(batch.src, batch.src_padding_mask, batch.tgt_in), fresh(batch.src, batch.src_padding_mask, batch.tgt_in)
+    )
     rebuilt = Seq2Seq(Seq2SeqConfig(**read_checkpoint(path)["config"]))
     load_checkpoint(path, rebuilt)
 

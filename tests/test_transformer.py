@@ -269,18 +269,18 @@ def test_decoder_layer_equals_torch_with_gradients(seed, norm_first):
     ref = _torch_decoder_layer(s, norm_first)
     _copy_into(ours, ref)
     B, S, T = s["B"], s["S"], s["T"]
-    src_mask = padding_mask(_lengths(s["rng"], B, S), S)
-    tgt_mask = padding_mask(_lengths(s["rng"], B, T), T)
+    src_padding_mask = padding_mask(_lengths(s["rng"], B, S), S)
+    tgt_padding_mask = padding_mask(_lengths(s["rng"], B, T), T)
     x1 = _x(seed + 30, B, T, s["d_model"]).requires_grad_()
     m1 = _x(seed + 31, B, S, s["d_model"]).requires_grad_()
     x2, m2 = (t.detach().clone().requires_grad_() for t in (x1, m1))
-    got = ours(x1, m1, src_mask, tgt_mask)
+    got = ours(x1, m1, src_padding_mask, tgt_padding_mask)
     expected = ref(
         x2,
         m2,
         tgt_mask=causal_mask(T),
-        tgt_key_padding_mask=tgt_mask,
-        memory_key_padding_mask=src_mask,
+        tgt_key_padding_mask=tgt_padding_mask,
+        memory_key_padding_mask=src_padding_mask,
         tgt_is_causal=True,
     )
     torch.testing.assert_close(got, expected, rtol=0, atol=ATOL)
@@ -290,11 +290,11 @@ def test_decoder_layer_equals_torch_with_gradients(seed, norm_first):
     torch.testing.assert_close(x1.grad, x2.grad, rtol=0, atol=ATOL)
     torch.testing.assert_close(m1.grad, m2.grad, rtol=0, atol=ATOL)
     _assert_grads_equal(ours, ref)
-    out, w_self, w_cross = ours(x1, m1, src_mask, tgt_mask, need_weights=True)
+    out, w_self, w_cross = ours(x1, m1, src_padding_mask, tgt_padding_mask, need_weights=True)
     torch.testing.assert_close(out, got, rtol=0, atol=ATOL)
     assert w_self.shape == (B, s["num_heads"], T, T) and w_cross.shape == (B, s["num_heads"], T, S)
     assert torch.all(w_self.triu(diagonal=1) == 0), "a query attended to a later position"
-    assert torch.all(w_cross.masked_select(src_mask[:, None, None, :].expand_as(w_cross)) == 0)
+    assert torch.all(w_cross.masked_select(src_padding_mask[:, None, None, :].expand_as(w_cross)) == 0)
 
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
@@ -345,7 +345,7 @@ class TorchTransformer(nn.Module):
         super().__init__()
         self.ours, self.core = ours, core
 
-    def forward(self, src, src_mask, tgt_in):
+    def forward(self, src, src_padding_mask, tgt_in):
         o = self.ours
         x = o.positional(o.src_embedding(src) * o.scale)
         y = o.positional(o.tgt_embedding(tgt_in) * o.scale)
@@ -354,8 +354,8 @@ class TorchTransformer(nn.Module):
             x,
             y,
             tgt_mask=causal_mask(T),
-            src_key_padding_mask=src_mask,
-            memory_key_padding_mask=src_mask,
+            src_key_padding_mask=src_padding_mask,
+            memory_key_padding_mask=src_padding_mask,
             tgt_is_causal=True,
         )
         return F.linear(out, o.tgt_embedding.weight)
@@ -384,10 +384,10 @@ def _model_and_batch(seed: int, norm_first: bool, share: bool = False, **overrid
     g = torch.Generator().manual_seed(seed)
     B, S, T = s["B"], s["S"], s["T"]
     src_lengths, tgt_lengths = _lengths(s["rng"], B, S), _lengths(s["rng"], B, T)
-    src_mask, tgt_mask = padding_mask(src_lengths, S), padding_mask(tgt_lengths, T)
-    src = torch.randint(1, V_src, (B, S), generator=g).masked_fill(src_mask, PAD)
-    tgt_in = torch.randint(1, V_tgt, (B, T), generator=g).masked_fill(tgt_mask, PAD)
-    return model, s, src, src_mask, tgt_in, tgt_mask
+    src_padding_mask, tgt_padding_mask = padding_mask(src_lengths, S), padding_mask(tgt_lengths, T)
+    src = torch.randint(1, V_src, (B, S), generator=g).masked_fill(src_padding_mask, PAD)
+    tgt_in = torch.randint(1, V_tgt, (B, T), generator=g).masked_fill(tgt_padding_mask, PAD)
+    return model, s, src, src_padding_mask, tgt_in, tgt_padding_mask
 
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
@@ -402,16 +402,16 @@ def test_stacks_equal_torch_with_gradients(seed, norm_first):
     _copy_into(encoder, ref.encoder)
     _copy_into(decoder, ref.decoder)
     B, S, T = s["B"], s["S"], s["T"]
-    src_mask = padding_mask(_lengths(s["rng"], B, S), S)
+    src_padding_mask = padding_mask(_lengths(s["rng"], B, S), S)
     x1, y1 = _x(seed, B, S, s["d_model"]).requires_grad_(), _x(seed + 1, B, T, s["d_model"]).requires_grad_()
     x2, y2 = (t.detach().clone().requires_grad_() for t in (x1, y1))
-    got = decoder(y1, encoder(x1, src_mask), src_mask)
+    got = decoder(y1, encoder(x1, src_padding_mask), src_padding_mask)
     expected = ref(
         x2,
         y2,
         tgt_mask=causal_mask(T),
-        src_key_padding_mask=src_mask,
-        memory_key_padding_mask=src_mask,
+        src_key_padding_mask=src_padding_mask,
+        memory_key_padding_mask=src_padding_mask,
         tgt_is_causal=True,
     )
     torch.testing.assert_close(got, expected, rtol=0, atol=ATOL)
@@ -429,13 +429,13 @@ def test_stacks_equal_torch_with_gradients(seed, norm_first):
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_model_equals_torch_transformer_with_gradients(seed, norm_first, share):
-    model, s, src, src_mask, tgt_in, _ = _model_and_batch(seed, norm_first, share)
+    model, s, src, src_padding_mask, tgt_in, _ = _model_and_batch(seed, norm_first, share)
     twin, _, _, _, _, _ = _model_and_batch(seed, norm_first, share)  # same weights, its own gradients
     core = _torch_transformer(s, norm_first)
     _copy_into(twin.encoder, core.encoder)
     _copy_into(twin.decoder, core.decoder)
     ref = TorchTransformer(twin, core)
-    got, expected = model(src, src_mask, tgt_in), ref(src, src_mask, tgt_in)
+    got, expected = model(src, src_padding_mask, tgt_in), ref(src, src_padding_mask, tgt_in)
     assert got.shape == (s["B"], s["T"], model.config.tgt_vocab_size)
     torch.testing.assert_close(got, expected, rtol=0, atol=ATOL)
     target = torch.randint(0, model.config.tgt_vocab_size, got.shape[:2], generator=torch.Generator().manual_seed(seed))
@@ -499,19 +499,21 @@ def test_embedding_initialization_keeps_logits_moderate():
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_no_logit_depends_on_a_later_target_token(seed, norm_first):
-    model, s, src, src_mask, tgt_in, _ = _model_and_batch(seed, norm_first)
+    model, s, src, src_padding_mask, tgt_in, _ = _model_and_batch(seed, norm_first)
     model.eval()
-    base = model(src, src_mask, tgt_in)
+    base = model(src, src_padding_mask, tgt_in)
     g = torch.Generator().manual_seed(seed + 7)
     V = model.config.tgt_vocab_size
     for t in range(s["T"] - 1):
         changed = tgt_in.clone()
         changed[:, t + 1 :] = torch.randint(0, V, changed[:, t + 1 :].shape, generator=g)
-        torch.testing.assert_close(model(src, src_mask, changed)[:, : t + 1], base[:, : t + 1], rtol=0, atol=ATOL)
+        torch.testing.assert_close(
+            model(src, src_padding_mask, changed)[:, : t + 1], base[:, : t + 1], rtol=0, atol=ATOL
+        )
     # and through gradients: the decoder's output at t has no derivative with respect to inputs after t
-    memory = model.encode(src, src_mask).detach()
+    memory = model.encode(src, src_padding_mask).detach()
     y = _x(seed, s["B"], s["T"], s["d_model"]).requires_grad_()
-    out = model.decoder(y, memory, src_mask)
+    out = model.decoder(y, memory, src_padding_mask)
     for t in range(s["T"]):
         (grad,) = torch.autograd.grad(out[:, t].sum(), y, retain_graph=True)
         assert torch.all(grad[:, t + 1 :] == 0), f"the output at {t} depends on a later input"
@@ -521,20 +523,24 @@ def test_no_logit_depends_on_a_later_target_token(seed, norm_first):
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_padding_content_never_changes_real_logits(seed, norm_first):
-    model, s, src, src_mask, tgt_in, tgt_mask = _model_and_batch(seed, norm_first)
+    model, s, src, src_padding_mask, tgt_in, tgt_padding_mask = _model_and_batch(seed, norm_first)
     model.eval()
     g = torch.Generator().manual_seed(seed + 3)
-    noisy_src = torch.where(src_mask, torch.randint(0, model.config.src_vocab_size, src.shape, generator=g), src)
-    noisy_tgt = torch.where(tgt_mask, torch.randint(0, model.config.tgt_vocab_size, tgt_in.shape, generator=g), tgt_in)
-    assert not torch.equal(noisy_src, src) or not src_mask.any()
-    real = ~tgt_mask
-    base = model(src, src_mask, tgt_in)
-    for tgt_padding in (None, tgt_mask):
-        got = model(noisy_src, src_mask, noisy_tgt, tgt_mask=tgt_padding)
+    noisy_src = torch.where(
+        src_padding_mask, torch.randint(0, model.config.src_vocab_size, src.shape, generator=g), src
+    )
+    noisy_tgt = torch.where(
+        tgt_padding_mask, torch.randint(0, model.config.tgt_vocab_size, tgt_in.shape, generator=g), tgt_in
+    )
+    assert not torch.equal(noisy_src, src) or not src_padding_mask.any()
+    real = ~tgt_padding_mask
+    base = model(src, src_padding_mask, tgt_in)
+    for tgt_padding in (None, tgt_padding_mask):
+        got = model(noisy_src, src_padding_mask, noisy_tgt, tgt_padding_mask=tgt_padding)
         torch.testing.assert_close(got[real], base[real], rtol=0, atol=ATOL)
     # a sentence padded in a batch is translated as it would be alone
     for b in range(s["B"]):
-        n_src, n_tgt = int(real_len(src_mask[b])), int(real_len(tgt_mask[b]))
+        n_src, n_tgt = int(real_len(src_padding_mask[b])), int(real_len(tgt_padding_mask[b]))
         alone = model(src[b : b + 1, :n_src], None, tgt_in[b : b + 1, :n_tgt])
         torch.testing.assert_close(alone[0], base[b, :n_tgt], rtol=0, atol=ATOL)
 
@@ -545,14 +551,14 @@ def real_len(mask_row: torch.Tensor) -> int:
 
 @pytest.mark.parametrize("seed", SEEDS[:3])
 def test_encode_then_decode_equals_forward(seed):
-    model, _, src, src_mask, tgt_in, _ = _model_and_batch(seed, seed % 2 == 1)
+    model, _, src, src_padding_mask, tgt_in, _ = _model_and_batch(seed, seed % 2 == 1)
     model.eval()
-    memory = model.encode(src, src_mask)
+    memory = model.encode(src, src_padding_mask)
     torch.testing.assert_close(
-        model.decode(tgt_in, memory, src_mask), model(src, src_mask, tgt_in), rtol=1e-13, atol=1e-14
+        model.decode(tgt_in, memory, src_padding_mask), model(src, src_padding_mask, tgt_in), rtol=1e-13, atol=1e-14
     )
-    logits, maps = model(src, src_mask, tgt_in, return_attention=True)
-    torch.testing.assert_close(logits, model(src, src_mask, tgt_in), rtol=0, atol=ATOL)
+    logits, maps = model(src, src_padding_mask, tgt_in, return_attention=True)
+    torch.testing.assert_close(logits, model(src, src_padding_mask, tgt_in), rtol=0, atol=ATOL)
     L, h = model.config.num_layers, model.config.num_heads
     B, S, T = src.shape[0], src.shape[1], tgt_in.shape[1]
     assert isinstance(maps, AttentionMaps) and len(maps.encoder) == len(maps.decoder) == len(maps.cross) == L
@@ -562,7 +568,7 @@ def test_encode_then_decode_equals_forward(seed):
         and maps.cross[0].shape == (B, h, T, S)
     )
     for w in (*maps.encoder, *maps.cross):
-        assert torch.all(w.masked_select(src_mask[:, None, None, :].expand_as(w)) == 0)
+        assert torch.all(w.masked_select(src_padding_mask[:, None, None, :].expand_as(w)) == 0)
         torch.testing.assert_close(w.sum(-1), torch.ones_like(w.sum(-1)), rtol=0, atol=1e-12)
 
 
@@ -572,10 +578,10 @@ def test_encode_then_decode_equals_forward(seed):
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_cached_steps_equal_forward_and_uncached_steps(seed, norm_first):
-    model, s, src, src_mask, tgt_in, _ = _model_and_batch(seed, norm_first)
+    model, s, src, src_padding_mask, tgt_in, _ = _model_and_batch(seed, norm_first)
     model.eval()
-    logits, maps = model(src, src_mask, tgt_in, return_attention=True)
-    states = {cache: model.start(src, src_mask, cache=cache) for cache in (True, False)}
+    logits, maps = model(src, src_padding_mask, tgt_in, return_attention=True)
+    states = {cache: model.start(src, src_padding_mask, cache=cache) for cache in (True, False)}
     for t in range(s["T"]):
         for cache in (True, False):
             step_logits, states[cache] = model.step(tgt_in[:, t], states[cache])
@@ -594,13 +600,13 @@ def test_cached_steps_equal_forward_and_uncached_steps(seed, norm_first):
 
 
 def test_cross_keys_values_are_computed_once_per_sentence(monkeypatch):
-    model, s, src, src_mask, tgt_in, _ = _model_and_batch(0, False)
+    model, s, src, src_padding_mask, tgt_in, _ = _model_and_batch(0, False)
     model.eval()
     calls = []
     for layer in model.decoder.layers:
         original = layer.cross_attention.project_key_value
         monkeypatch.setattr(layer.cross_attention, "project_key_value", lambda m, f=original: calls.append(1) or f(m))
-    state = model.start(src, src_mask)
+    state = model.start(src, src_padding_mask)
     assert len(calls) == model.config.num_layers
     for t in range(s["T"]):
         _, state = model.step(tgt_in[:, t], state)
@@ -610,25 +616,25 @@ def test_cross_keys_values_are_computed_once_per_sentence(monkeypatch):
 @pytest.mark.parametrize("cache", [True, False], ids=["cached", "uncached"])
 @pytest.mark.parametrize("seed", SEEDS[:3])
 def test_select_expands_and_reorders_rows(seed, cache):
-    model, s, src, src_mask, tgt_in, _ = _model_and_batch(seed, seed % 2 == 0)
+    model, s, src, src_padding_mask, tgt_in, _ = _model_and_batch(seed, seed % 2 == 0)
     model.eval()
     B, T = s["B"], s["T"]
     split = max(1, T // 2)
-    state = model.start(src, src_mask, cache=cache)
+    state = model.start(src, src_padding_mask, cache=cache)
     for t in range(split):
         _, state = model.step(tgt_in[:, t], state)
     index = torch.tensor([B - 1, 0, 0, B - 1, 1 % B])  # repeats (beams) and a new order
     picked = state.select(index)
     assert picked.batch_size == len(index) and picked.position == split and picked.cached == cache
-    expected = model(src[index], src_mask[index], tgt_in[index])
+    expected = model(src[index], src_padding_mask[index], tgt_in[index])
     for t in range(split, T):
         logits, picked = model.step(tgt_in[index, t], picked)
         torch.testing.assert_close(logits, expected[:, t], rtol=0, atol=ATOL)
     # selecting leaves the original state untouched
     logits, _ = model.step(tgt_in[:, split], state)
-    torch.testing.assert_close(logits, model(src, src_mask, tgt_in)[:, split], rtol=0, atol=ATOL)
+    torch.testing.assert_close(logits, model(src, src_padding_mask, tgt_in)[:, split], rtol=0, atol=ATOL)
     # a state selected right after start (expanding a batch into beams) decodes like the expanded batch
-    fresh = model.start(src, src_mask, cache=cache).select(index)
+    fresh = model.start(src, src_padding_mask, cache=cache).select(index)
     logits, _ = model.step(tgt_in[index, 0], fresh)
     torch.testing.assert_close(logits, expected[:, 0], rtol=0, atol=ATOL)
 
@@ -640,8 +646,8 @@ class _Uncached(nn.Module):
         super().__init__()
         self.model = model
 
-    def start(self, src, src_mask=None):
-        return self.model.start(src, src_mask, cache=False)
+    def start(self, src, src_padding_mask=None):
+        return self.model.start(src, src_padding_mask, cache=False)
 
     def step(self, tokens, state):
         return self.model.step(tokens, state)
@@ -649,18 +655,18 @@ class _Uncached(nn.Module):
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
 def test_greedy_decoding_is_the_same_cached_and_uncached(norm_first):
-    model, s, src, src_mask, _, _ = _model_and_batch(3, norm_first)
-    cached = greedy_decode(model, src, src_mask, max_len=12, bos_id=BOS, eos_id=EOS, pad_id=PAD)
-    uncached = greedy_decode(_Uncached(model), src, src_mask, max_len=12, bos_id=BOS, eos_id=EOS, pad_id=PAD)
+    model, s, src, src_padding_mask, _, _ = _model_and_batch(3, norm_first)
+    cached = greedy_decode(model, src, src_padding_mask, max_len=12, bos_id=BOS, eos_id=EOS, pad_id=PAD)
+    uncached = greedy_decode(_Uncached(model), src, src_padding_mask, max_len=12, bos_id=BOS, eos_id=EOS, pad_id=PAD)
     assert torch.equal(cached.tokens, uncached.tokens) and torch.equal(cached.lengths, uncached.lengths)
     assert cached.attention is not None and cached.attention.shape == (s["B"], cached.tokens.shape[1], s["S"])
     torch.testing.assert_close(cached.attention, uncached.attention, rtol=0, atol=ATOL)
     # and the library's generic reference, which re-runs the whole model on the prefix at every step
-    generic = greedy_decode(Uncached(model), src, src_mask, max_len=12, bos_id=BOS, eos_id=EOS, pad_id=PAD)
+    generic = greedy_decode(Uncached(model), src, src_padding_mask, max_len=12, bos_id=BOS, eos_id=EOS, pad_id=PAD)
     assert torch.equal(cached.tokens, generic.tokens)
     # teacher forcing the decoded tokens reproduces the greedy choices (which never write <pad> or <bos>)
     tgt_in = torch.cat([torch.full((s["B"], 1), BOS), cached.tokens[:, :-1]], dim=1)
-    logits = model(src, src_mask, tgt_in).index_fill(-1, torch.tensor([PAD, BOS]), float("-inf"))
+    logits = model(src, src_padding_mask, tgt_in).index_fill(-1, torch.tensor([PAD, BOS]), float("-inf"))
     for b in range(s["B"]):
         n = int(cached.lengths[b])
         assert torch.equal(logits[b, :n].argmax(-1), cached.tokens[b, :n])
@@ -702,9 +708,9 @@ def test_train_learns_reversal_and_checkpoint_round_trip(tmp_path, norm_first):
     model.eval()
     rebuilt.eval()
     torch.testing.assert_close(
-        rebuilt(batch.src, batch.src_mask, batch.tgt_in), model(batch.src, batch.src_mask, batch.tgt_in)
+        rebuilt(batch.src, batch.src_padding_mask, batch.tgt_in), model(batch.src, batch.src_padding_mask, batch.tgt_in)
     )
-    decoded = greedy_decode(rebuilt, batch.src, batch.src_mask, max_len=10)
+    decoded = greedy_decode(rebuilt, batch.src, batch.src_padding_mask, max_len=10)
     assert decoded.tokens.shape[0] == batch.src.shape[0]
 
 
@@ -773,19 +779,19 @@ def small():
 def test_bad_masks_are_named(small):
     model, src, mask = small
     tgt = torch.randint(4, 12, (2, 4))
-    with pytest.raises(TypeError, match="src_mask must be a bool tensor"):
+    with pytest.raises(TypeError, match="src_padding_mask must be a bool tensor"):
         model(src, mask.long(), tgt)
-    with pytest.raises(ValueError, match="src_mask must have the shape of its tokens"):
+    with pytest.raises(ValueError, match="src_padding_mask must have the shape of its tokens"):
         model(src, mask[:, :4], tgt)
-    with pytest.raises(ValueError, match="src_mask must have the shape of its tokens"):
+    with pytest.raises(ValueError, match="src_padding_mask must have the shape of its tokens"):
         model(src, mask[None], tgt)
-    with pytest.raises(TypeError, match="tgt_mask must be a bool tensor"):
-        model(src, mask, tgt, tgt_mask=torch.zeros(2, 4))
-    with pytest.raises(ValueError, match="tgt_mask must have the shape"):
-        model(src, mask, tgt, tgt_mask=torch.zeros(2, 3, dtype=torch.bool))
+    with pytest.raises(TypeError, match="tgt_padding_mask must be a bool tensor"):
+        model(src, mask, tgt, tgt_padding_mask=torch.zeros(2, 4))
+    with pytest.raises(ValueError, match="tgt_padding_mask must have the shape"):
+        model(src, mask, tgt, tgt_padding_mask=torch.zeros(2, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match="all padding"):
         model(src, torch.tensor([[False] * 5, [True] * 5]), tgt)
-    with pytest.raises(TypeError, match="src_mask must be a bool tensor"):
+    with pytest.raises(TypeError, match="src_padding_mask must be a bool tensor"):
         model.start(src, mask.float())
 
 

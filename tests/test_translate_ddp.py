@@ -102,7 +102,7 @@ def test_two_processes_equal_one_process_over_the_same_global_batches(tmp_path):
                 batch = collate([dataset[i] for i in b])
                 losses.append(
                     sequence_loss(
-                        model(batch.src, batch.src_mask, batch.tgt_in), batch.tgt_out, 0, s["label_smoothing"]
+                        model(batch.src, batch.src_padding_mask, batch.tgt_in), batch.tgt_out, 0, s["label_smoothing"]
                     )
                 )
             (sum(losses) / len(losses)).backward()

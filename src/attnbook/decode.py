@@ -1,7 +1,7 @@
 """Decoding: from a trained model to token indices, greedily or by beam search, and back to text.
 
 Both decoders work for any model with the library's decoding protocol
-(``model.start(src, src_mask) -> state`` and
+(``model.start(src, src_padding_mask) -> state`` and
 ``model.step(tokens, state) -> (logits, state)``, see :mod:`attnbook.rnn`), so
 the RNNs of chapters 2 and 3 and the Transformer of chapter 7 share them.
 
@@ -71,7 +71,7 @@ class Decoded:
 def greedy_decode(
     model: nn.Module,
     src: torch.Tensor,
-    src_mask: torch.Tensor | None = None,
+    src_padding_mask: torch.Tensor | None = None,
     *,
     max_len: int,
     bos_id: int = 1,
@@ -86,7 +86,7 @@ def greedy_decode(
     was_training = model.training
     model.eval()
     try:
-        state = model.start(src, src_mask)
+        state = model.start(src, src_padding_mask)
         batch = src.shape[0]
         tokens = torch.full((batch,), bos_id, dtype=torch.long, device=src.device)
         finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
@@ -160,7 +160,7 @@ def _check_state(state) -> None:
 def beam_search(
     model: nn.Module,
     src: torch.Tensor,
-    src_mask: torch.Tensor | None = None,
+    src_padding_mask: torch.Tensor | None = None,
     *,
     beam_size: int = 4,
     alpha: float = 0.6,
@@ -192,12 +192,12 @@ def beam_search(
     and nothing a sentence computes depends on the others: the result of a
     sentence does not depend on the batch it is decoded in.
     """
-    limit = _beam_limits(model, src, src_mask, beam_size, alpha, max_len, n_best)  # each sentence's longest
+    limit = _beam_limits(model, src, src_padding_mask, beam_size, alpha, max_len, n_best)  # each sentence's longest
     k, device = beam_size, src.device
     was_training = model.training
     model.eval()
     try:
-        state = model.start(src, src_mask)
+        state = model.start(src, src_padding_mask)
         _check_state(state)
         state = state.select(torch.arange(len(src), device=device).repeat_interleave(k))  # sentence b: rows b*k..
         beams = _Beams(len(src), k, int(limit.max()), bos_id, pad_id, device)
@@ -217,7 +217,7 @@ def beam_search(
     return beams.best_first(n_best)
 
 
-def _beam_limits(model, src, src_mask, beam_size, alpha, max_len, n_best) -> torch.Tensor:
+def _beam_limits(model, src, src_padding_mask, beam_size, alpha, max_len, n_best) -> torch.Tensor:
     """:func:`beam_search`'s arguments checked; the most tokens each sentence may have, on the CPU."""
     if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
         raise ValueError(f"beam_size must be an int >= 1, got {beam_size!r}")
@@ -232,9 +232,15 @@ def _beam_limits(model, src, src_mask, beam_size, alpha, max_len, n_best) -> tor
     n_sent, width = src.shape
     if n_sent == 0:
         raise ValueError("src holds no sentences")
-    if src_mask is not None and src_mask.shape != src.shape:
-        raise ValueError(f"src_mask of shape {tuple(src_mask.shape)} does not match src of shape {tuple(src.shape)}")
-    src_len = (~src_mask).sum(dim=1) if src_mask is not None else torch.full((n_sent,), width, device=src.device)
+    if src_padding_mask is not None and src_padding_mask.shape != src.shape:
+        raise ValueError(
+            f"src_padding_mask of shape {tuple(src_padding_mask.shape)} does not match src of shape {tuple(src.shape)}"
+        )
+    src_len = (
+        (~src_padding_mask).sum(dim=1)
+        if src_padding_mask is not None
+        else torch.full((n_sent,), width, device=src.device)
+    )
     if width == 0 or (src_len == 0).any():
         empty = [0] if width == 0 else (src_len == 0).nonzero().flatten().tolist()
         raise ValueError(f"cannot translate an empty source sentence (rows {empty} hold no tokens)")
@@ -349,11 +355,11 @@ class _Beams:
 @dataclass
 class _PrefixState:
     src: torch.Tensor
-    src_mask: torch.Tensor | None
+    src_padding_mask: torch.Tensor | None
     prefix: torch.Tensor  # (B, t): <bos> and the tokens fed so far
 
     def select(self, index: torch.Tensor) -> "_PrefixState":
-        mask = None if self.src_mask is None else self.src_mask[index]
+        mask = None if self.src_padding_mask is None else self.src_padding_mask[index]
         return _PrefixState(self.src[index], mask, self.prefix[index])
 
 
@@ -361,7 +367,7 @@ class Uncached(nn.Module):
     """Any model, decoded without its decoder state: each step runs the whole model on the whole prefix.
 
     ``Uncached(model).step`` feeds ``<bos> y_1 .. y_t`` through ``model(src,
-    src_mask, prefix)`` and keeps the last position's logits. It is how a
+    src_padding_mask, prefix)`` and keeps the last position's logits. It is how a
     Transformer would decode without a key-value cache (``t`` positions of work
     at step ``t``, so quadratic in the length), and the reference that cached
     decoding must equal: both decoders accept it like any model.
@@ -372,13 +378,13 @@ class Uncached(nn.Module):
         self.model = model
         self.config = getattr(model, "config", None)
 
-    def start(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> _PrefixState:
-        return _PrefixState(src, src_mask, torch.zeros(src.shape[0], 0, dtype=torch.long, device=src.device))
+    def start(self, src: torch.Tensor, src_padding_mask: torch.Tensor | None = None) -> _PrefixState:
+        return _PrefixState(src, src_padding_mask, torch.zeros(src.shape[0], 0, dtype=torch.long, device=src.device))
 
     def step(self, tokens: torch.Tensor, state: _PrefixState) -> tuple[torch.Tensor, _PrefixState]:
         prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)
-        logits = self.model(state.src, state.src_mask, prefix)
-        return logits[:, -1], _PrefixState(state.src, state.src_mask, prefix)
+        logits = self.model(state.src, state.src_padding_mask, prefix)
+        return logits[:, -1], _PrefixState(state.src, state.src_padding_mask, prefix)
 
 
 def cut_at_eos(ids: Sequence[int] | torch.Tensor, eos_id: int = 2) -> list[int]:

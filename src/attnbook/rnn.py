@@ -10,8 +10,8 @@ matter now, and reads a fresh context vector from all the encoder's outputs.
 :class:`Seq2Seq` joins an encoder and one of the two decoders. It follows the
 protocol that :mod:`attnbook.train` and :mod:`attnbook.decode` rely on:
 
-- ``model(src, src_mask, tgt_in)`` returns teacher-forced logits ``(B, T, V)``;
-- ``model.start(src, src_mask)`` encodes a batch and returns a decoder state;
+- ``model(src, src_padding_mask, tgt_in)`` returns teacher-forced logits ``(B, T, V)``;
+- ``model.start(src, src_padding_mask)`` encodes a batch and returns a decoder state;
 - ``model.step(tokens, state)`` takes the previous tokens ``(B,)`` and returns
   the next-token logits ``(B, V)`` and the new state;
 - ``model.config`` is a dataclass holding everything needed to rebuild it.
@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 
-def lengths_from_mask(mask: torch.Tensor, name: str = "src_mask") -> torch.Tensor:
+def lengths_from_mask(mask: torch.Tensor, name: str = "src_padding_mask") -> torch.Tensor:
     """Sentence lengths ``(B,)`` from a padding mask ``(B, S)`` whose ``True`` entries form a suffix of each row."""
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         raise TypeError(
@@ -100,7 +100,7 @@ class Seq2SeqConfig:
 class GRUEncoder(nn.Module):
     """Embedding and a multi-layer GRU; padding is skipped by packing the batch.
 
-    ``forward(src, src_mask)`` returns ``outputs (B, S, H)``, the top layer's
+    ``forward(src, src_padding_mask)`` returns ``outputs (B, S, H)``, the top layer's
     state at every position (zero at padding), and ``state (L, B, H)``, each
     layer's state after the *last real* token of each sentence, so that a
     padded sentence is encoded exactly as it would be alone.
@@ -144,22 +144,25 @@ class GRUEncoder(nn.Module):
             bidirectional=bidirectional,
         )
 
-    def forward(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, src: torch.Tensor, src_padding_mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         check_token_ids(src, self.vocab_size, "source token ids")
         if src.dim() != 2:
             raise ValueError(f"src must have shape (B, S), got shape {tuple(src.shape)}")
         embedded = self.dropout(self.embedding(src))  # (B, S, E)
-        if src_mask is None:
+        if src_padding_mask is None:
             return self._join_directions(*self.rnn(embedded))
-        lengths = lengths_from_mask(src_mask)
-        if src_mask.shape != src.shape:
+        lengths = lengths_from_mask(src_padding_mask)
+        if src_padding_mask.shape != src.shape:
             raise ValueError(
-                f"src_mask of shape {tuple(src_mask.shape)} does not match src of shape {tuple(src.shape)}"
+                f"src_padding_mask of shape {tuple(src_padding_mask.shape)} "
+                f"does not match src of shape {tuple(src.shape)}"
             )
-        if not src_mask.any():
+        if not src_padding_mask.any():
             return self._join_directions(*self.rnn(embedded))
         if (lengths == 0).any():
-            raise ValueError("every source sentence needs at least one token; a row of src_mask is all padding")
+            raise ValueError("every source sentence needs at least one token; a row of src_padding_mask is all padding")
         packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
         outputs, state = self.rnn(packed)
         outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=src.shape[1])
@@ -187,7 +190,7 @@ class DecoderState:
     hidden: torch.Tensor
     context: torch.Tensor | None = None
     memory: torch.Tensor | None = None
-    memory_mask: torch.Tensor | None = None
+    memory_padding_mask: torch.Tensor | None = None
     projected_keys: torch.Tensor | None = None
     attention: torch.Tensor | None = None
 
@@ -206,7 +209,7 @@ class DecoderState:
             hidden=self.hidden.index_select(1, index),  # (L, B, H): the batch is dim 1
             context=rows(self.context),
             memory=rows(self.memory),
-            memory_mask=rows(self.memory_mask),
+            memory_padding_mask=rows(self.memory_padding_mask),
             projected_keys=rows(self.projected_keys),
             attention=rows(self.attention),
         )
@@ -245,7 +248,7 @@ class PlainDecoder(nn.Module):
         self.output = nn.Linear(2 * hidden_size, vocab_size)  # reads [s_t; c]
 
     def init_state(
-        self, enc_outputs: torch.Tensor, enc_state: torch.Tensor, src_mask: torch.Tensor | None
+        self, enc_outputs: torch.Tensor, enc_state: torch.Tensor, src_padding_mask: torch.Tensor | None
     ) -> DecoderState:
         return DecoderState(hidden=enc_state, context=enc_state[-1])
 
@@ -294,12 +297,12 @@ class AttentionDecoder(nn.Module):
         self.output = nn.Linear(2 * hidden_size, vocab_size)  # reads [s_t; c_t]
 
     def init_state(
-        self, enc_outputs: torch.Tensor, enc_state: torch.Tensor, src_mask: torch.Tensor | None
+        self, enc_outputs: torch.Tensor, enc_state: torch.Tensor, src_padding_mask: torch.Tensor | None
     ) -> DecoderState:
         return DecoderState(
             hidden=enc_state,
             memory=enc_outputs,
-            memory_mask=src_mask,
+            memory_padding_mask=src_padding_mask,
             projected_keys=self.attention.project_keys(enc_outputs),
         )
 
@@ -311,7 +314,7 @@ class AttentionDecoder(nn.Module):
         for t in range(tgt_in.shape[1]):
             query = hidden[-1][:, None, :]  # (B, 1, H): the top layer's previous state
             context, w = self.attention(
-                query, state.memory, state.memory, state.memory_mask, projected_keys=state.projected_keys
+                query, state.memory, state.memory, state.memory_padding_mask, projected_keys=state.projected_keys
             )
             step_in = torch.cat([embedded[:, t : t + 1], context], dim=-1)  # (B, 1, E + H)
             out, hidden = self.rnn(step_in, hidden)
@@ -337,15 +340,19 @@ class Seq2Seq(nn.Module):
         decoder = AttentionDecoder if c.attention else PlainDecoder
         self.decoder = decoder(c.tgt_vocab_size, c.embed_size, c.hidden_size, c.num_layers, c.dropout, c.pad_id)
 
-    def start(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> DecoderState:
+    def start(self, src: torch.Tensor, src_padding_mask: torch.Tensor | None = None) -> DecoderState:
         """Encode a batch; return the decoder's initial state."""
-        if src_mask is not None and not isinstance(src_mask, torch.Tensor):
-            raise TypeError(f"src_mask must be a bool tensor, got {type(src_mask).__name__}")
-        outputs, state = self.encoder(src, src_mask)
-        return self.decoder.init_state(outputs, state, src_mask)
+        if src_padding_mask is not None and not isinstance(src_padding_mask, torch.Tensor):
+            raise TypeError(f"src_padding_mask must be a bool tensor, got {type(src_padding_mask).__name__}")
+        outputs, state = self.encoder(src, src_padding_mask)
+        return self.decoder.init_state(outputs, state, src_padding_mask)
 
     def forward(
-        self, src: torch.Tensor, src_mask: torch.Tensor | None, tgt_in: torch.Tensor, return_attention: bool = False
+        self,
+        src: torch.Tensor,
+        src_padding_mask: torch.Tensor | None,
+        tgt_in: torch.Tensor,
+        return_attention: bool = False,
     ):
         """Teacher-forced logits ``(B, T, V)``.
 
@@ -353,7 +360,7 @@ class Seq2Seq(nn.Module):
         """
         if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
             raise ValueError(f"tgt_in must have shape (B, T) with B = {src.shape[0]}, got shape {tuple(tgt_in.shape)}")
-        state = self.start(src, src_mask)
+        state = self.start(src, src_padding_mask)
         if self.config.attention:
             logits, _, weights = self.decoder(tgt_in, state)
         else:

@@ -1,9 +1,9 @@
 """The training loop that every chapter uses, and checkpoints.
 
 :func:`train` takes any sequence-to-sequence model that follows the library's
-protocol (``model(src, src_mask, tgt_in) -> logits (B, T, V)`` and a
+protocol (``model(src, src_padding_mask, tgt_in) -> logits (B, T, V)`` and a
 ``model.config`` dataclass) and batches with the fields of
-:class:`attnbook.data.Batch` (``src``, ``src_mask``, ``tgt_in``, ``tgt_out``,
+:class:`attnbook.data.Batch` (``src``, ``src_padding_mask``, ``tgt_in``, ``tgt_out``,
 ``.to(device)``). Each epoch it trains with teacher forcing, clipping the
 gradient norm, then measures the loss on the validation batches. It stops after
 ``epochs`` epochs or ``max_seconds`` seconds, whichever comes first; the
@@ -260,7 +260,7 @@ def evaluate(model: nn.Module, batches: Iterable, pad_id: int = 0) -> float:
     try:
         for batch in batches:
             batch = _to(batch, device)
-            logits = model(batch.src, batch.src_mask, batch.tgt_in)
+            logits = model(batch.src, batch.src_padding_mask, batch.tgt_in)
             total += float(sequence_loss(logits, batch.tgt_out, pad_id, reduction="sum"))
             tokens += int((batch.tgt_out != pad_id).sum())
     finally:
@@ -538,9 +538,9 @@ def teacher_forced_logits(model: nn.Module, batch, autocast: torch.dtype | None 
     that the loss is computed in full precision.
     """
     if autocast is None:
-        return model(batch.src, batch.src_mask, batch.tgt_in)
+        return model(batch.src, batch.src_padding_mask, batch.tgt_in)
     with torch.autocast(_device_of(model).type, dtype=autocast):
-        logits = model(batch.src, batch.src_mask, batch.tgt_in)
+        logits = model(batch.src, batch.src_padding_mask, batch.tgt_in)
     return logits.float()
 
 

@@ -20,8 +20,8 @@ The pieces of chapters 4 to 6 assembled into the encoder–decoder of the paper:
   ``share_embeddings=True``).
 
 The model follows the library's sequence-to-sequence protocol (see
-:mod:`attnbook.rnn`): ``model(src, src_mask, tgt_in)`` gives teacher-forced
-logits, ``model.start(src, src_mask)`` the decoder state and
+:mod:`attnbook.rnn`): ``model(src, src_padding_mask, tgt_in)`` gives teacher-forced
+logits, ``model.start(src, src_padding_mask)`` the decoder state and
 ``model.step(tokens, state)`` the next-token logits, so :mod:`attnbook.train`,
 :mod:`attnbook.decode` and checkpoints drive it as they drive chapter 3's model.
 
@@ -142,7 +142,7 @@ class AddNorm(nn.Module):
 class EncoderLayer(nn.Module):
     """Self-attention, then the FFN, each inside an :class:`AddNorm`.
 
-    ``forward(x (B, S, d_model), src_mask (B, S) or None)`` returns
+    ``forward(x (B, S, d_model), src_padding_mask (B, S) or None)`` returns
     ``(B, S, d_model)``; with ``need_weights=True`` also the self-attention
     weights ``(B, h, S, S)``. ``dropout`` is the residual dropout of the paper;
     ``attention_dropout`` (on the attention weights) and ``ffn_dropout`` (inside
@@ -165,8 +165,8 @@ class EncoderLayer(nn.Module):
         self.ffn = PositionwiseFFN(d_model, d_ff, ffn_dropout)
         self.add_norm2 = AddNorm(d_model, dropout, norm_first)
 
-    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None = None, need_weights: bool = False):
-        attend = lambda h: self.self_attention(h, h, h, key_padding_mask=src_mask, need_weights=need_weights)  # noqa: E731
+    def forward(self, x: torch.Tensor, src_padding_mask: torch.Tensor | None = None, need_weights: bool = False):
+        attend = lambda h: self.self_attention(h, h, h, key_padding_mask=src_padding_mask, need_weights=need_weights)  # noqa: E731
         if need_weights:
             x, weights = self.add_norm1(x, attend)
         else:
@@ -178,8 +178,8 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Causal self-attention, cross-attention over the encoder's output, then the FFN.
 
-    ``forward(x (B, T, d_model), memory (B, S, d_model), memory_mask (B, S),
-    tgt_mask (B, T))`` returns ``(B, T, d_model)``; with ``need_weights=True``
+    ``forward(x (B, T, d_model), memory (B, S, d_model), memory_padding_mask (B, S),
+    tgt_padding_mask (B, T))`` returns ``(B, T, d_model)``; with ``need_weights=True``
     also the self-attention weights ``(B, h, T, T)`` and the cross-attention
     weights ``(B, h, T, S)``. In the cross-attention the queries come from the
     decoder (``x``), the keys and values from the encoder (``memory``).
@@ -211,15 +211,19 @@ class DecoderLayer(nn.Module):
         self,
         x: torch.Tensor,
         memory: torch.Tensor,
-        memory_mask: torch.Tensor | None = None,
-        tgt_mask: torch.Tensor | None = None,
+        memory_padding_mask: torch.Tensor | None = None,
+        tgt_padding_mask: torch.Tensor | None = None,
         need_weights: bool = False,
     ):
         def self_attend(h):
-            return self.self_attention(h, h, h, key_padding_mask=tgt_mask, causal=True, need_weights=need_weights)
+            return self.self_attention(
+                h, h, h, key_padding_mask=tgt_padding_mask, causal=True, need_weights=need_weights
+            )
 
         def cross_attend(h):  # queries from the decoder, keys and values from the encoder
-            return self.cross_attention(h, memory, memory, key_padding_mask=memory_mask, need_weights=need_weights)
+            return self.cross_attention(
+                h, memory, memory, key_padding_mask=memory_padding_mask, need_weights=need_weights
+            )
 
         if need_weights:
             x, self_weights = self.add_norm1(x, self_attend)
@@ -240,7 +244,7 @@ class DecoderLayer(nn.Module):
         past_values: torch.Tensor,
         memory_keys: torch.Tensor,
         memory_values: torch.Tensor,
-        memory_mask: torch.Tensor | None = None,
+        memory_padding_mask: torch.Tensor | None = None,
         need_weights: bool = False,
     ):
         """The layer for the newest positions ``x (B, T_new, d_model)`` given the cache of earlier ones.
@@ -262,7 +266,7 @@ class DecoderLayer(nn.Module):
         def cross_attend(h):
             q = self.cross_attention.project_query(h)
             return self.cross_attention.attend(
-                q, memory_keys, memory_values, key_padding_mask=memory_mask, need_weights=need_weights
+                q, memory_keys, memory_values, key_padding_mask=memory_padding_mask, need_weights=need_weights
             )
 
         x = self.add_norm1(x, self_attend)
@@ -324,21 +328,21 @@ class _Stack(nn.Module):
 class Encoder(_Stack):
     """``num_layers`` :class:`EncoderLayer` s; with ``norm_first=True``, a final LayerNorm.
 
-    ``forward(x, src_mask, need_weights=False)`` takes embedded inputs
+    ``forward(x, src_padding_mask, need_weights=False)`` takes embedded inputs
     ``(B, S, d_model)`` and returns the memory ``(B, S, d_model)``, and with
     ``need_weights`` the list of each layer's weights ``(B, h, S, S)``.
     """
 
     layer_type = EncoderLayer
 
-    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None = None, need_weights: bool = False):
-        return self._run(x, src_mask, need_weights=need_weights)
+    def forward(self, x: torch.Tensor, src_padding_mask: torch.Tensor | None = None, need_weights: bool = False):
+        return self._run(x, src_padding_mask, need_weights=need_weights)
 
 
 class Decoder(_Stack):
     """``num_layers`` :class:`DecoderLayer` s; with ``norm_first=True``, a final LayerNorm.
 
-    ``forward(x, memory, memory_mask, tgt_mask, need_weights=False)`` takes
+    ``forward(x, memory, memory_padding_mask, tgt_padding_mask, need_weights=False)`` takes
     embedded target inputs ``(B, T, d_model)`` and the encoder's memory
     ``(B, S, d_model)``; it returns ``(B, T, d_model)``, and with
     ``need_weights`` the lists of each layer's self-attention ``(B, h, T, T)``
@@ -351,11 +355,11 @@ class Decoder(_Stack):
         self,
         x: torch.Tensor,
         memory: torch.Tensor,
-        memory_mask: torch.Tensor | None = None,
-        tgt_mask: torch.Tensor | None = None,
+        memory_padding_mask: torch.Tensor | None = None,
+        tgt_padding_mask: torch.Tensor | None = None,
         need_weights: bool = False,
     ):
-        return self._run(x, memory, memory_mask, tgt_mask, need_weights=need_weights)
+        return self._run(x, memory, memory_padding_mask, tgt_padding_mask, need_weights=need_weights)
 
 
 # --- The configuration ---------------------------------------------------------------------------
@@ -449,7 +453,8 @@ class AttentionMaps:
 class TransformerState:
     """The decoder state that :meth:`Transformer.start` returns and :meth:`Transformer.step` advances.
 
-    - ``memory (B, S, d_model)``, ``memory_mask (B, S)`` or ``None``: the encoder's output and the source padding.
+    - ``memory (B, S, d_model)``, ``memory_padding_mask (B, S)`` or ``None``: the encoder's output and the
+      source padding.
     - ``tokens (B, t)``: the tokens fed to the decoder so far (``<bos>`` first);
       ``position`` is ``t``, the position of the next token.
     - ``cached``: whether the key–value cache is used. If so,
@@ -468,7 +473,7 @@ class TransformerState:
     """
 
     memory: torch.Tensor
-    memory_mask: torch.Tensor | None
+    memory_padding_mask: torch.Tensor | None
     tokens: torch.Tensor
     cached: bool = True
     memory_keys: list[torch.Tensor] = field(default_factory=list)
@@ -496,7 +501,7 @@ class TransformerState:
 
         return TransformerState(
             memory=rows(self.memory),
-            memory_mask=rows(self.memory_mask),
+            memory_padding_mask=rows(self.memory_padding_mask),
             tokens=rows(self.tokens),
             cached=self.cached,
             memory_keys=[rows(t) for t in self.memory_keys],
@@ -513,9 +518,9 @@ class TransformerState:
 class Transformer(nn.Module):
     """The encoder–decoder Transformer (Vaswani et al. 2017), following the library's protocol.
 
-    ``forward(src (B, S), src_mask (B, S) or None, tgt_in (B, T))`` returns the
+    ``forward(src (B, S), src_padding_mask (B, S) or None, tgt_in (B, T))`` returns the
     teacher-forced logits ``(B, T, tgt_vocab_size)``; ``return_attention=True``
-    adds every layer's weights (:class:`AttentionMaps`). ``tgt_mask (B, T)``
+    adds every layer's weights (:class:`AttentionMaps`). ``tgt_padding_mask (B, T)``
     may mark target padding; it changes nothing at real positions, which the
     causal mask already keeps from reading the padding after them.
     """
@@ -588,20 +593,22 @@ class Transformer(nn.Module):
 
     # --- the two halves --------------------------------------------------------------------------
 
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None, return_attention: bool = False):
+    def encode(self, src: torch.Tensor, src_padding_mask: torch.Tensor | None = None, return_attention: bool = False):
         """The encoder's output, the *memory* ``(B, S, d_model)``; with ``return_attention``, each layer's weights."""
         x = self._embed(src, self.src_embedding, self.config.src_vocab_size, "src")
-        self._check_mask(src_mask, src, "src_mask")
-        if src_mask is not None and values_checked() and src_mask.all(dim=1).any():
-            raise ValueError("every source sentence needs at least one real token; a row of src_mask is all padding")
-        return self.encoder(x, src_mask, need_weights=return_attention)
+        self._check_mask(src_padding_mask, src, "src_padding_mask")
+        if src_padding_mask is not None and values_checked() and src_padding_mask.all(dim=1).any():
+            raise ValueError(
+                "every source sentence needs at least one real token; a row of src_padding_mask is all padding"
+            )
+        return self.encoder(x, src_padding_mask, need_weights=return_attention)
 
     def decode(
         self,
         tgt_in: torch.Tensor,
         memory: torch.Tensor,
-        src_mask: torch.Tensor | None = None,
-        tgt_mask: torch.Tensor | None = None,
+        src_padding_mask: torch.Tensor | None = None,
+        tgt_padding_mask: torch.Tensor | None = None,
         return_attention: bool = False,
     ):
         """Logits ``(B, T, V)`` for target inputs ``tgt_in (B, T)`` given the memory.
@@ -616,10 +623,10 @@ class Transformer(nn.Module):
         x = self._embed(tgt_in, self.tgt_embedding, self.config.tgt_vocab_size, "tgt_in")
         if tgt_in.shape[0] != memory.shape[0]:
             raise ValueError(f"tgt_in has {tgt_in.shape[0]} sentences but the memory has {memory.shape[0]}")
-        self._check_mask(tgt_mask, tgt_in, "tgt_mask")
-        if src_mask is not None:
-            self._check_mask(src_mask, memory[..., 0], "src_mask")
-        out = self.decoder(x, memory, src_mask, tgt_mask, need_weights=return_attention)
+        self._check_mask(tgt_padding_mask, tgt_in, "tgt_padding_mask")
+        if src_padding_mask is not None:
+            self._check_mask(src_padding_mask, memory[..., 0], "src_padding_mask")
+        out = self.decoder(x, memory, src_padding_mask, tgt_padding_mask, need_weights=return_attention)
         if return_attention:
             x, self_weights, cross_weights = out
             return self.output(x), self_weights, cross_weights
@@ -628,9 +635,9 @@ class Transformer(nn.Module):
     def forward(
         self,
         src: torch.Tensor,
-        src_mask: torch.Tensor | None,
+        src_padding_mask: torch.Tensor | None,
         tgt_in: torch.Tensor,
-        tgt_mask: torch.Tensor | None = None,
+        tgt_padding_mask: torch.Tensor | None = None,
         return_attention: bool = False,
     ):
         """Teacher-forced logits ``(B, T, V)``; with ``return_attention``, also an :class:`AttentionMaps`."""
@@ -640,20 +647,24 @@ class Transformer(nn.Module):
                     f"tgt_in must have shape (B, T) with B = {src.shape[0]}, got shape {tuple(tgt_in.shape)}"
                 )
         if not return_attention:
-            return self.decode(tgt_in, self.encode(src, src_mask), src_mask, tgt_mask)
-        memory, enc_weights = self.encode(src, src_mask, return_attention=True)
-        logits, dec_weights, cross_weights = self.decode(tgt_in, memory, src_mask, tgt_mask, return_attention=True)
+            return self.decode(tgt_in, self.encode(src, src_padding_mask), src_padding_mask, tgt_padding_mask)
+        memory, enc_weights = self.encode(src, src_padding_mask, return_attention=True)
+        logits, dec_weights, cross_weights = self.decode(
+            tgt_in, memory, src_padding_mask, tgt_padding_mask, return_attention=True
+        )
         return logits, AttentionMaps(enc_weights, dec_weights, cross_weights)
 
     # --- one token at a time ---------------------------------------------------------------------
 
-    def start(self, src: torch.Tensor, src_mask: torch.Tensor | None = None, cache: bool = True) -> TransformerState:
+    def start(
+        self, src: torch.Tensor, src_padding_mask: torch.Tensor | None = None, cache: bool = True
+    ) -> TransformerState:
         """Encode a batch; return the decoder's initial state (with its key–value cache unless ``cache=False``)."""
-        memory = self.encode(src, src_mask)
+        memory = self.encode(src, src_padding_mask)
         B = memory.shape[0]
         state = TransformerState(
             memory=memory,
-            memory_mask=src_mask,
+            memory_padding_mask=src_padding_mask,
             tokens=torch.zeros(B, 0, dtype=torch.long, device=memory.device),
             cached=bool(cache),
         )
@@ -687,9 +698,9 @@ class Transformer(nn.Module):
         history = torch.cat([state.tokens, tokens[:, None].to(state.tokens.device)], dim=1)  # (B, t + 1)
         if not state.cached:  # the decoder runs over the whole prefix again: what the cache saves
             x = self._embed(history, self.tgt_embedding, self.config.tgt_vocab_size, "tokens")
-            x, _, cross_weights = self.decoder(x, state.memory, state.memory_mask, need_weights=True)
+            x, _, cross_weights = self.decoder(x, state.memory, state.memory_padding_mask, need_weights=True)
             attention = cross_weights[-1][:, :, -1].mean(dim=1)  # last layer, newest position, mean over heads
-            new = TransformerState(state.memory, state.memory_mask, history, cached=False, attention=attention)
+            new = TransformerState(state.memory, state.memory_padding_mask, history, cached=False, attention=attention)
             return self.output(x[:, -1]), new
         x = self._embed(tokens[:, None], self.tgt_embedding, self.config.tgt_vocab_size, "tokens", start=state.position)
         keys, values = [], []
@@ -701,7 +712,7 @@ class Transformer(nn.Module):
                 state.values[i],
                 state.memory_keys[i],
                 state.memory_values[i],
-                state.memory_mask,
+                state.memory_padding_mask,
                 need_weights=i == last,
             )
             x, k, v = out[:3]
@@ -712,7 +723,7 @@ class Transformer(nn.Module):
             x = self.decoder.norm(x)
         new = TransformerState(
             state.memory,
-            state.memory_mask,
+            state.memory_padding_mask,
             history,
             cached=True,
             memory_keys=state.memory_keys,

@@ -63,8 +63,8 @@ def epoch(loader) -> tuple[int, float]:
     padded = total = batches = 0
     for b in loader:
         batches += 1
-        padded += int(b.src_mask.sum() + b.tgt_mask.sum())
-        total += b.src_mask.numel() + b.tgt_mask.numel()
+        padded += int(b.src_padding_mask.sum() + b.tgt_padding_mask.sum())
+        total += b.src_padding_mask.numel() + b.tgt_padding_mask.numel()
     return batches, padded / total
 
 
@@ -102,7 +102,8 @@ def main(argv=None) -> int:
     t_pad_seq, _ = timed(lambda: [collate_pad_sequence(c) for c in chunks], r)
     a, b = collate(chunks[0]), collate_pad_sequence(chunks[0])
     assert all(
-        torch.equal(getattr(a, f), getattr(b, f)) for f in ("src", "src_mask", "tgt_in", "tgt_out", "tgt_mask")
+        torch.equal(getattr(a, f), getattr(b, f))
+        for f in ("src", "src_padding_mask", "tgt_in", "tgt_out", "tgt_padding_mask")
     ), "contenders disagree"
 
     total = t_gen + t_vocab + t_loader + t_epoch

@@ -39,7 +39,7 @@ def one_pass(model: nn.Module, optimizer: torch.optim.Optimizer, batches) -> tup
     tokens = 0
     start = time.perf_counter()
     for batch in batches:
-        logits = model(batch.src, batch.src_mask, batch.tgt_in)
+        logits = model(batch.src, batch.src_padding_mask, batch.tgt_in)
         loss = sequence_loss(logits, batch.tgt_out)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

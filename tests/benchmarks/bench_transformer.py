@@ -90,14 +90,14 @@ class TorchTransformer(nn.Module):
     def _embed(self, ids, embedding):
         return self.dropout(embedding(ids) * math.sqrt(D_MODEL) + self.table[: ids.shape[1]])
 
-    def forward(self, src, src_mask, tgt_in):
+    def forward(self, src, src_padding_mask, tgt_in):
         T = tgt_in.shape[1]
         out = self.core(
             self._embed(src, self.src_embedding),
             self._embed(tgt_in, self.tgt_embedding),
             tgt_mask=causal_mask(T),
-            src_key_padding_mask=src_mask,
-            memory_key_padding_mask=src_mask,
+            src_key_padding_mask=src_padding_mask,
+            memory_key_padding_mask=src_padding_mask,
             tgt_is_causal=True,
         )
         return F.linear(out, self.tgt_embedding.weight)
@@ -162,20 +162,20 @@ def _batch(seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(LENGTH // 2, LENGTH + 1, (BATCH,), generator=g)
     lengths[0] = LENGTH
-    src_mask = padding_mask(lengths, LENGTH)
-    src = torch.randint(4, VOCAB, (BATCH, LENGTH), generator=g).masked_fill(src_mask, PAD)
+    src_padding_mask = padding_mask(lengths, LENGTH)
+    src = torch.randint(4, VOCAB, (BATCH, LENGTH), generator=g).masked_fill(src_padding_mask, PAD)
     tgt = torch.randint(4, VOCAB, (BATCH, LENGTH + 1), generator=g)
-    return src, src_mask, lengths, tgt[:, :-1], tgt[:, 1:]
+    return src, src_padding_mask, lengths, tgt[:, :-1], tgt[:, 1:]
 
 
 def bench_training(rounds: int, warmup: int = 3, seed: int = 0) -> dict[str, list[float]]:
     torch.manual_seed(seed)
-    src, src_mask, lengths, tgt_in, tgt_out = _batch(seed)
+    src, src_padding_mask, lengths, tgt_in, tgt_out = _batch(seed)
     models = {"ours": _ours(), "torch": TorchTransformer(), "d2l": _d2l_model()}
     if DROPOUT > 0:
         models["ours, dropping like torch"] = _ours("torch")
         models["ours, dropping like d2l"] = _ours("d2l")
-    inputs = {name: (src, src_mask, tgt_in) for name in models}  # d2l masks by lengths
+    inputs = {name: (src, src_padding_mask, tgt_in) for name in models}  # d2l masks by lengths
     inputs["d2l"] = (src, lengths, tgt_in)
     models["d2l"](*inputs["d2l"])  # materialize d2l's lazy layers
     optimizers = {
@@ -263,8 +263,8 @@ def report_training(times: dict[str, list[float]], record: Report) -> None:
 
 
 @torch.no_grad()
-def _generate(model: Transformer, src, src_mask, cache: bool) -> torch.Tensor:
-    state = model.start(src, src_mask, cache=cache)
+def _generate(model: Transformer, src, src_padding_mask, cache: bool) -> torch.Tensor:
+    state = model.start(src, src_padding_mask, cache=cache)
     tokens = torch.full((src.shape[0],), 1, dtype=torch.long)
     out = []
     for _ in range(GENERATED):
@@ -277,9 +277,9 @@ def _generate(model: Transformer, src, src_mask, cache: bool) -> torch.Tensor:
 def bench_cache(batch: int, rounds: int, warmup: int = 1, seed: int = 0) -> dict[str, list[float]]:
     torch.manual_seed(seed)
     model = _ours().eval()
-    src, src_mask, *_ = _batch(seed)
-    src, src_mask = src[:batch], src_mask[:batch]
-    assert torch.equal(_generate(model, src, src_mask, True), _generate(model, src, src_mask, False)), (
+    src, src_padding_mask, *_ = _batch(seed)
+    src, src_padding_mask = src[:batch], src_padding_mask[:batch]
+    assert torch.equal(_generate(model, src, src_padding_mask, True), _generate(model, src, src_padding_mask, False)), (
         "cached != uncached"
     )
     times: dict[str, list[float]] = {"cached": [], "uncached": []}
@@ -289,7 +289,7 @@ def bench_cache(batch: int, rounds: int, warmup: int = 1, seed: int = 0) -> dict
         shuffle.shuffle(order)
         for name in order:
             start = time.perf_counter()
-            _generate(model, src, src_mask, name == "cached")
+            _generate(model, src, src_padding_mask, name == "cached")
             if r >= warmup:
                 times[name].append(time.perf_counter() - start)
     return times

@@ -113,12 +113,17 @@ class TorchTransformer(nn.Module):
         self.transformer = nn.Transformer(d_model, num_heads, num_layers, num_layers, d_ff, DROPOUT, batch_first=True)
         self.output = nn.Linear(d_model, tgt_vocab, bias=False)
 
-    def forward(self, src, src_mask, tgt_in):
+    def forward(self, src, src_padding_mask, tgt_in):
         causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.shape[1], dtype=torch.bool)
         x = self.positional(self.src_embedding(src) * self.scale)
         y = self.positional(self.tgt_embedding(tgt_in) * self.scale)
         out = self.transformer(
-            x, y, tgt_mask=causal, src_key_padding_mask=src_mask, memory_key_padding_mask=src_mask, tgt_is_causal=True
+            x,
+            y,
+            tgt_mask=causal,
+            src_key_padding_mask=src_padding_mask,
+            memory_key_padding_mask=src_padding_mask,
+            tgt_is_causal=True,
         )
         return self.output(out)
 
@@ -155,8 +160,8 @@ def d2l_transformer(
             self.blocks = nn.ModuleList(DecoderBlock() for _ in range(num_layers))
             self.dense = nn.LazyLinear(tgt_vocab)
 
-        def forward(self, src, src_mask, tgt_in):
-            enc_valid_lens = (~src_mask).sum(dim=1)
+        def forward(self, src, src_padding_mask, tgt_in):
+            enc_valid_lens = (~src_padding_mask).sum(dim=1)
             memory = self.encoder(src, enc_valid_lens)
             y = self.pos_encoding(self.embedding(tgt_in) * math.sqrt(d_model))
             for block in self.blocks:
@@ -201,7 +206,7 @@ def throughput(corpus, batches, repeats: int) -> dict[str, dict]:
         for name, build in (("ours", ours), ("d2l", d2l_transformer), ("torch", TorchTransformer)):
             torch.manual_seed(0)
             model = build(*sizes, **shape).train()
-            model(batches[0].src, batches[0].src_mask, batches[0].tgt_in)  # materialize d2l's lazy layers
+            model(batches[0].src, batches[0].src_padding_mask, batches[0].tgt_in)  # materialize d2l's lazy layers
             models[name] = (model, torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9))
             one_pass(*models[name], batches[:2])  # warm up
         rates: dict[str, list[float]] = {name: [] for name in models}
@@ -228,9 +233,9 @@ def throughput(corpus, batches, repeats: int) -> dict[str, dict]:
 
 
 @torch.no_grad()
-def generate(model: Transformer, src, src_mask, n_tokens: int, cache: bool) -> float:
+def generate(model: Transformer, src, src_padding_mask, n_tokens: int, cache: bool) -> float:
     start = time.perf_counter()
-    state = model.start(src, src_mask, cache=cache)
+    state = model.start(src, src_padding_mask, cache=cache)
     tokens = torch.full((src.shape[0],), 1, dtype=torch.long)
     for _ in range(n_tokens):
         logits, state = model.step(tokens, state)
@@ -246,7 +251,7 @@ def kv_cache(corpus, repeats: int, n_tokens: int = 64) -> dict[str, dict[str, fl
         model = ours(len(corpus.src_vocab), len(corpus.tgt_vocab), **shape).eval()
         print(f"\n[2] key-value cache, {label}: {n_tokens} generated tokens")
         for batch_size in (1, 32):
-            src, mask = test.src[:batch_size], test.src_mask[:batch_size]
+            src, mask = test.src[:batch_size], test.src_padding_mask[:batch_size]
             generate(model, src, mask, 4, True)
             times = {True: [], False: []}
             for _ in range(repeats):
@@ -294,9 +299,9 @@ def beam_times(corpus, epochs: int, repeats: int) -> dict[str, dict[str, float]]
         batches = batches[: max(1, len(test) // batch_size)]
         n = sum(b.src.shape[0] for b in batches)
         runs = {
-            "greedy": lambda b: greedy_decode(model, b.src, b.src_mask, max_len=b.src.shape[1] + 50),
-            "beam k=1": lambda b: beam_search(model, b.src, b.src_mask, beam_size=1),
-            "beam k=4": lambda b: beam_search(model, b.src, b.src_mask, beam_size=4),
+            "greedy": lambda b: greedy_decode(model, b.src, b.src_padding_mask, max_len=b.src.shape[1] + 50),
+            "beam k=1": lambda b: beam_search(model, b.src, b.src_padding_mask, beam_size=1),
+            "beam k=4": lambda b: beam_search(model, b.src, b.src_padding_mask, beam_size=4),
         }
         times = {name: [] for name in runs}
         for _ in range(repeats):
@@ -330,7 +335,7 @@ def default_model_and_batch() -> tuple[dict, SimpleNamespace, int]:
     tgt = torch.randint(4, vocab, (batch_size, tgt_len + 1), generator=generator)
     batch = SimpleNamespace(
         src=src,
-        src_mask=padding_mask(torch.full((batch_size,), src_len), src_len),  # no padding
+        src_padding_mask=padding_mask(torch.full((batch_size,), src_len), src_len),  # no padding
         tgt_in=tgt[:, :-1],
         tgt_out=tgt[:, 1:],
     )
@@ -466,10 +471,10 @@ def _step_batches(device: torch.device, batch_tokens: list[int]) -> tuple[dict, 
         batch = Batch(
             src=src,
             src_lengths=src_lengths,
-            src_mask=padding_mask(src_lengths, src_len),  # padded sources: the masked attention kernels
+            src_padding_mask=padding_mask(src_lengths, src_len),  # padded sources: the masked attention kernels
             tgt_in=tgt[:, :-1],
             tgt_out=tgt[:, 1:],
-            tgt_mask=padding_mask(tgt_lengths, tgt_len),
+            tgt_padding_mask=padding_mask(tgt_lengths, tgt_len),
             tgt_lengths=tgt_lengths,
         )
         batches[f"{size} pairs of {src_len} and {tgt_len} tokens ({n:,} tokens a batch)"] = batch.to(device)

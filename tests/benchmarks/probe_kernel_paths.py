@@ -87,7 +87,7 @@ def _chapter3_step(torch):
     config = Seq2SeqConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), embed_size=64, hidden_size=128, attention=True)
     model = Seq2Seq(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
-    loss = sequence_loss(model(batch.src, batch.src_mask, batch.tgt_in), batch.tgt_out)
+    loss = sequence_loss(model(batch.src, batch.src_padding_mask, batch.tgt_in), batch.tgt_out)
     optimizer.zero_grad()
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -239,7 +239,7 @@ def child_train(out: Path, dtype: str, steps: int) -> None:
     done = 0
     while done < steps:
         for batch in corpus.batches("train", batch_size=64, seed=done):
-            loss = sequence_loss(model(batch.src, batch.src_mask, batch.tgt_in), batch.tgt_out)
+            loss = sequence_loss(model(batch.src, batch.src_padding_mask, batch.tgt_in), batch.tgt_out)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -117,7 +117,7 @@ def reverser_run(norm_first: bool, lr: float, warmup: int | None = None) -> dict
             model, train_batches, [test_batch], epochs=6, optimizer=optimizer, scheduler=schedule, plot=False,
             verbose=False,
         )  # fmt: skip
-    decoded = greedy_decode(model, test_batch.src, test_batch.src_mask, max_len=10)
+    decoded = greedy_decode(model, test_batch.src, test_batch.src_padding_mask, max_len=10)
     right = sum(decoded.tokens[i, : len(y) + 1].tolist() == y + [digits.eos_id] for i, (_, y) in enumerate(test_pairs))
     return {
         "train loss": [e.train_loss for e in history.epochs],

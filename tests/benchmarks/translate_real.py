@@ -310,7 +310,7 @@ def d2l_worker(args: argparse.Namespace) -> int:
         dropout=D2L["dropout"],
     )
     first = collate([dataset[i] for i in range(2)])
-    model(first.src, first.src_mask, first.tgt_in)  # d2l's LazyLinear takes its shape here
+    model(first.src, first.src_padding_mask, first.tgt_in)  # d2l's LazyLinear takes its shape here
     optimizer = torch.optim.Adam(model.parameters(), lr=D2L["lr"])
     rng, start, steps, epochs = random.Random(args.worker_seed), time.monotonic(), 0, 0
     model.train()
@@ -319,7 +319,7 @@ def d2l_worker(args: argparse.Namespace) -> int:
         rng.shuffle(order)
         for k in range(0, len(order), D2L["batch"]):
             batch = collate([dataset[i] for i in order[k : k + D2L["batch"]]])
-            loss = sequence_loss(model(batch.src, batch.src_mask, batch.tgt_in), batch.tgt_out, 0, 0.0)
+            loss = sequence_loss(model(batch.src, batch.src_padding_mask, batch.tgt_in), batch.tgt_out, 0, 0.0)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), D2L["clip"])

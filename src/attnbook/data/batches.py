@@ -39,13 +39,13 @@ class Batch:
         source ids ``x1 .. xm`` (no ``<bos>``/``<eos>``), padded.
     src_lengths : LongTensor (B,)
         the true length ``m`` of each source sentence.
-    src_mask : BoolTensor (B, S)
+    src_padding_mask : BoolTensor (B, S)
         ``True`` at padding positions (to be ignored).
     tgt_in : LongTensor (B, T)
         decoder input ``<bos> y1 .. yn``, padded (``T = max n + 1``).
     tgt_out : LongTensor (B, T)
         decoder target ``y1 .. yn <eos>``, padded.
-    tgt_mask : BoolTensor (B, T)
+    tgt_padding_mask : BoolTensor (B, T)
         ``True`` at padding positions of ``tgt_in`` and ``tgt_out``.
     tgt_lengths : LongTensor (B,)
         ``n + 1``, the number of real positions of ``tgt_in`` and ``tgt_out``.
@@ -53,10 +53,10 @@ class Batch:
 
     src: torch.Tensor
     src_lengths: torch.Tensor
-    src_mask: torch.Tensor
+    src_padding_mask: torch.Tensor
     tgt_in: torch.Tensor
     tgt_out: torch.Tensor
-    tgt_mask: torch.Tensor
+    tgt_padding_mask: torch.Tensor
     tgt_lengths: torch.Tensor
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> "Batch":
@@ -121,10 +121,10 @@ def collate(
     return Batch(
         src=src,
         src_lengths=src_lengths,
-        src_mask=padding_mask(src_lengths, S),
+        src_padding_mask=padding_mask(src_lengths, S),
         tgt_in=tgt_in,
         tgt_out=tgt_out,
-        tgt_mask=padding_mask(tgt_lengths, T),
+        tgt_padding_mask=padding_mask(tgt_lengths, T),
         tgt_lengths=tgt_lengths,
     )
 

@@ -399,7 +399,7 @@ def _split(x, num_heads):
     return x.reshape(B, S, num_heads, d // num_heads).transpose(1, 2)  # (B, h, S, d_k)
 
 
-def _steps(y, src_mask, q_proj, keys, values, scale, mask=True, softmax_dim=-1):
+def _steps(y, src_padding_mask, q_proj, keys, values, scale, mask=True, softmax_dim=-1):
     """Attend from each target position in turn with the cached keys and values; merge the heads."""
     B, T, d = y.shape
     outputs = []
@@ -407,53 +407,53 @@ def _steps(y, src_mask, q_proj, keys, values, scale, mask=True, softmax_dim=-1):
         q = _split(q_proj(y[:, t : t + 1]), keys.shape[1])  # (B, h, 1, d_k)
         scores = q @ keys.transpose(-2, -1) / scale  # (B, h, 1, S)
         if mask:
-            scores = scores.masked_fill(src_mask[:, None, None, :], float("-inf"))
+            scores = scores.masked_fill(src_padding_mask[:, None, None, :], float("-inf"))
         weights = torch.nan_to_num(torch.softmax(scores, dim=softmax_dim))
         outputs.append((weights @ values).transpose(1, 2).reshape(B, 1, d))
     return torch.cat(outputs, dim=1)
 
 
-def _cross_attention_steps(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+def _cross_attention_steps(y, memory, src_padding_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
     keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)  # once
-    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1]))
+    return _steps(y, src_padding_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1]))
 
 
-def _cas_no_transpose(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+def _cas_no_transpose(y, memory, src_padding_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
     B, S, d = memory.shape
     shape = (B, num_heads, S, d // num_heads)
     keys, values = (memory @ w_k + b_k).reshape(shape), (memory @ w_v + b_v).reshape(shape)
-    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1]))
+    return _steps(y, src_padding_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1]))
 
 
-def _cas_no_bias(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+def _cas_no_bias(y, memory, src_padding_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
     keys, values = _split(memory @ w_k, num_heads), _split(memory @ w_v, num_heads)
-    return _steps(y, src_mask, lambda x: x @ w_q, keys, values, math.sqrt(keys.shape[-1]))
+    return _steps(y, src_padding_mask, lambda x: x @ w_q, keys, values, math.sqrt(keys.shape[-1]))
 
 
-def _cas_values_with_w_k(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+def _cas_values_with_w_k(y, memory, src_padding_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
     keys = _split(memory @ w_k + b_k, num_heads)
-    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, keys, math.sqrt(keys.shape[-1]))
+    return _steps(y, src_padding_mask, lambda x: x @ w_q + b_q, keys, keys, math.sqrt(keys.shape[-1]))
 
 
-def _cas_scaled_by_d(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+def _cas_scaled_by_d(y, memory, src_padding_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
     keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)
-    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(memory.shape[-1]))
+    return _steps(y, src_padding_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(memory.shape[-1]))
 
 
-def _cas_no_mask(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+def _cas_no_mask(y, memory, src_padding_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
     keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)
-    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1]), mask=False)
+    return _steps(y, src_padding_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1]), mask=False)
 
 
-def _cas_softmax_over_heads(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+def _cas_softmax_over_heads(y, memory, src_padding_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
     keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)
-    return _steps(y, src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1]), softmax_dim=1)
+    return _steps(y, src_padding_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1]), softmax_dim=1)
 
 
 def _cas_case(name, B, T, S, d, h, lengths):
-    src_mask = torch.arange(S)[None, :] >= torch.tensor(lengths)[:, None]
+    src_padding_mask = torch.arange(S)[None, :] >= torch.tensor(lengths)[:, None]
     weights = [_randn(d, d) if i % 2 == 0 else _randn(d) for i in range(6)]
-    return Case(name, (_randn(B, T, d), _randn(B, S, d), src_mask, *weights, h))
+    return Case(name, (_randn(B, T, d), _randn(B, S, d), src_padding_mask, *weights, h))
 
 
 def _products(fn, T):
@@ -464,7 +464,7 @@ def _products(fn, T):
     from torch.utils._pytree import tree_flatten
 
     case = _cas_case("T positions", 2, T, 4, 4, 2, [4, 3])
-    y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, h = case.args
+    y, memory, src_padding_mask, w_q, b_q, w_k, b_k, w_v, b_v, h = case.args
     labels = {id(t): {name} for t, name in [(y, "y"), (memory, "memory"), (w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v")]}
     kept = [y, memory, w_q, w_k, w_v]  # alive, so that no id is reused
     counts = {"memory": 0, "target": 0}
@@ -487,7 +487,7 @@ def _products(fn, T):
             return out
 
     with torch.no_grad(), Labels():
-        fn(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, h)
+        fn(y, memory, src_padding_mask, w_q, b_q, w_k, b_k, w_v, b_v, h)
     return counts
 
 
@@ -519,21 +519,23 @@ def _uses_its_cache(fn):
     return None
 
 
-def _cas_no_cache(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+def _cas_no_cache(y, memory, src_padding_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
     """Right numbers, but the keys and values projected again at every step."""
     outs = []
     for t in range(y.shape[1]):
         keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)
-        outs.append(_steps(y[:, t : t + 1], src_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1])))
+        outs.append(
+            _steps(y[:, t : t + 1], src_padding_mask, lambda x: x @ w_q + b_q, keys, values, math.sqrt(keys.shape[-1]))
+        )
     return torch.cat(outs, dim=1)
 
 
-def _cas_all_at_once(y, memory, src_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
+def _cas_all_at_once(y, memory, src_padding_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
     """Right numbers, but every query projected at once, as in training."""
     keys, values = _split(memory @ w_k + b_k, num_heads), _split(memory @ w_v + b_v, num_heads)
     q = _split(y @ w_q + b_q, num_heads)  # (B, h, T, d_k)
     scores = (q @ keys.transpose(-2, -1) / math.sqrt(keys.shape[-1])).masked_fill(
-        src_mask[:, None, None], float("-inf")
+        src_padding_mask[:, None, None], float("-inf")
     )
     weights = torch.nan_to_num(torch.softmax(scores, dim=-1))
     B, T, d = y.shape
@@ -570,8 +572,8 @@ check_cross_attention_steps = Checker(
         ),
         Mistake(
             "source padding not masked",
-            "set the scores of padded source keys to -inf before the softmax (src_mask is True there), for every head: "
-            "scores.masked_fill(src_mask[:, None, None, :], -inf).",
+            "set the scores of padded source keys to -inf before the softmax (src_padding_mask is True there), "
+            "for every head: scores.masked_fill(src_padding_mask[:, None, None, :], -inf).",
             _cas_no_mask,
         ),
         Mistake(
