@@ -39,11 +39,13 @@ def peak_flops(device: torch.device, dtype: torch.dtype, size: int | None = None
 
     The best, not the median: a peak is what the device reaches, and a
     processor's clock or a neighbour's load can only slow a product down. The
-    size is one that the device's fastest kernels are made for (8192 on a GPU,
-    2048 on a CPU, where a product of 1024 reached a quarter less on a
-    two-core machine than the model's own larger products).
+    size is one that the device's fastest kernels are made for: 8192 on a GPU;
+    2048 in float32 on a CPU, where a product of 1024 reached a quarter less on
+    a two-core machine than the model's own larger products; 1024 in the other
+    dtypes, which a CPU without their instructions emulates, many times slower.
     """
-    size = size or (8192 if device.type == "cuda" else 2048)
+    if size is None:
+        size = 8192 if device.type == "cuda" else 2048 if dtype == torch.float32 else 1024
     a = torch.randn(size, size, device=device).to(dtype)
     b = torch.randn(size, size, device=device).to(dtype)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda *_: None)
