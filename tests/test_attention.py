@@ -39,3 +39,18 @@ def test_masked_softmax_rejects_bad_masks():
         masked_softmax(scores, torch.ones(2, 1, 5))
     with pytest.raises(ValueError, match="does not broadcast"):
         masked_softmax(scores, torch.ones(2, 4, dtype=torch.bool))
+
+
+def test_attention_kernels_for_a_gpu_leave_out_cudnns_and_change_nothing_on_a_cpu():
+    from attnbook.attention import attention_kernels_for
+
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        attention_kernels_for("cpu")
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+        attention_kernels_for(torch.device("cuda", 0))  # a setting of PyTorch's: no GPU is needed to make it
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)

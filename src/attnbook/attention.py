@@ -22,7 +22,26 @@ __all__ = [
     "DotProductAttention",
     "scaled_dot_product_attention",
     "MultiHeadAttention",
+    "attention_kernels_for",
 ]
+
+
+def attention_kernels_for(device: torch.device | str) -> None:
+    """Choose the fused attention kernels for batches whose shape changes from one to the next, on ``device``.
+
+    On a CUDA GPU, cuDNN's attention kernels are left out of those that
+    ``F.scaled_dot_product_attention`` chooses among. PyTorch tries them first
+    for attention with a padding mask, and cuDNN builds an execution plan for
+    every new shape of its inputs, milliseconds of the host's time each;
+    length-bucketed batches take a new shape almost every step (on one H100, a
+    profile of 150 steps of the translator found 13 s of the host's time inside
+    the attention calls: ``book/results/translator_gpu_h100.json``).
+    FlashAttention and the memory-efficient kernels serve every shape without
+    a plan. On a CPU nothing changes. The setting is PyTorch's, for the whole
+    process; ``attnbook.notebook.setup`` and the command line call this.
+    """
+    if torch.device(device).type == "cuda":
+        torch.backends.cuda.enable_cudnn_sdp(False)
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, dim: int = -1) -> torch.Tensor:

@@ -196,11 +196,14 @@ def timing_machine(threads: int | None = None) -> str:
 
 
 def _pick_device(device: str | None) -> str:
+    from .attention import attention_kernels_for
     from .checks import resolve_device
 
     wanted = device or os.environ.get("ATTNBOOK_DEVICE", "cpu")
     try:
-        return str(resolve_device(wanted))
+        chosen = resolve_device(wanted)
+        attention_kernels_for(chosen)  # on a GPU: kernels that need no plan for each new shape of batch
+        return str(chosen)
     except RuntimeError as err:
         raise RuntimeError(
             f"device={wanted!r} was asked for but {err}; in Colab choose "

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..attention import attention_kernels_for
 from ..checks import resolve_device
 from .console import CommandError
 
@@ -24,14 +25,8 @@ __all__ = ["pick_device", "Cluster"]
 def pick_device(name: str) -> torch.device:
     """The device ``--device name`` means: ``auto`` is a CUDA GPU when PyTorch sees one, else the CPU.
 
-    On a GPU, cuDNN's attention kernels are left out of the ones PyTorch
-    chooses among for ``scaled_dot_product_attention``: PyTorch tries them first
-    for attention with a padding mask, and cuDNN builds an execution plan for
-    every new shape of the inputs, milliseconds of the host's time each. The
-    translator's batches take a new shape almost every step (length-bucketed,
-    a token budget): on one H100 a profile of 150 steps found 13 s of the
-    host's time inside the attention calls. FlashAttention and the
-    memory-efficient kernels serve every shape without a plan.
+    On a GPU the attention kernels are chosen for batches of changing shapes
+    (:func:`attnbook.attention.attention_kernels_for`: cuDNN's plan a kernel for every shape).
     """
     try:
         device = resolve_device(name, prefer=("cuda",))
@@ -39,8 +34,7 @@ def pick_device(name: str) -> torch.device:
         raise CommandError(f"--device {name!r}: use auto, cpu, cuda or cuda:N") from None
     except RuntimeError as err:
         raise CommandError(f"--device {name}: {err} (use --device cpu)") from None
-    if device.type == "cuda":
-        torch.backends.cuda.enable_cudnn_sdp(False)
+    attention_kernels_for(device)
     return device
 
 
