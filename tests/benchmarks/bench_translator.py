@@ -481,21 +481,6 @@ def _step_batches(device: torch.device, batch_tokens: list[int]) -> tuple[dict, 
     return config, batches, autocast
 
 
-def _host_waits(step) -> list[str]:
-    """Where one call of ``step`` makes the host wait for the GPU (PyTorch's sync debug mode): file:line each."""
-    import warnings
-
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("warn")
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            step()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-    return [f"{Path(w.filename).name}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)]
-
-
 def loop_step(
     repeats: int, steps: int = 20, device: str = "cpu", batch_tokens: list[int] | None = None, compiled: bool = False
 ) -> dict:
@@ -519,7 +504,7 @@ def loop_step(
     from attnbook.translate.model import build_model
     from attnbook.translate.settings import RunSettings
     from attnbook.translate.train import training_step
-    from attnbook.translate.utilisation import count_flops, describe_utilisation, peak_flops
+    from attnbook.translate.utilisation import count_flops, describe_utilisation, host_waits, peak_flops
 
     device = torch.device(device)
     gpu = device.type == "cuda"
@@ -577,7 +562,7 @@ def loop_step(
         med = {name: statistics.median(t) for name, t in times.items()}
         model, forward, optimizer, step = runs["now"]
         flops = count_flops(lambda: step(model, model, optimizer))
-        waits = _host_waits(lambda: step(model, model, optimizer)) if gpu else None
+        waits = host_waits(lambda: step(model, model, optimizer)) if gpu else None
         entry = {
             "target_tokens": n_tokens,
             "flops_per_step": flops,

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-__all__ = ["count_flops", "peak_flops", "describe_utilisation"]
+__all__ = ["count_flops", "peak_flops", "describe_utilisation", "host_waits"]
 
 
 def count_flops(run: Callable[[], None]) -> int:
@@ -69,3 +69,24 @@ def describe_utilisation(flops_per_token: float, tokens_per_second: float, peak:
         f"({flops_per_token / 1e6:,.1f} MFLOP a target token) against {peak / 1e9:,.1f} GFLOP/s "
         "that a large matrix product reaches here"
     )
+
+
+def host_waits(run: Callable[[], None]) -> list[str]:
+    """Where ``run()`` makes the host wait for the GPU: ``name:line`` of each call (PyTorch's sync debug mode).
+
+    A step that keeps a GPU busy gives none: each wait empties the queue of
+    work the host had sent ahead. PyTorch warns that the mode does not yet see
+    every kind of wait, so an empty list is evidence, not proof.
+    """
+    import os
+    import warnings
+
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    return [f"{os.path.basename(w.filename)}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)]
