@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import attnbook.notebook as notebook_module
+from attnbook.checks import values_unchecked
 from attnbook.rnn import Seq2Seq, Seq2SeqConfig
 from attnbook.train import (
     CheckpointMismatch,
@@ -320,7 +321,7 @@ def test_the_fused_loss_has_the_loss_and_the_gradient_of_the_traced_one(smoothin
     targets[targets == pad_id] = (pad_id + 1) % 11
     targets[0, 2:], targets[2, 5:] = pad_id, pad_id
     traced = sequence_loss(logits, targets, pad_id, smoothing, reduction)
-    fused = fused_sequence_loss(logits, targets, pad_id, smoothing, reduction)
+    fused = fused_sequence_loss(logits, targets, pad_id=pad_id, label_smoothing=smoothing, reduction=reduction)
     assert torch.allclose(fused, traced, rtol=1e-12, atol=0)
     upstream = torch.tensor(1.7, dtype=torch.float64)  # a gradient from above scales the one below
     (want,) = torch.autograd.grad(traced, logits, upstream)
@@ -339,11 +340,12 @@ def test_the_fused_loss_unchecked_and_summed_reads_nothing_back_and_gives_the_sa
     logits = torch.randn(3, 4, 9, dtype=torch.float64, requires_grad=True)
     targets = torch.randint(1, 9, (3, 4))
     targets[1, 2:] = 0
-    checked = fused_sequence_loss(logits, targets, 0, 0.1, "sum")
+    checked = fused_sequence_loss(logits, targets, label_smoothing=0.1, reduction="sum")
     reads = []
     monkeypatch.setattr(torch.Tensor, "item", lambda t: reads.append(t) or 0)
     monkeypatch.setattr(torch.Tensor, "__int__", lambda t: reads.append(t) or 0)
-    unchecked = fused_sequence_loss(logits, targets, 0, 0.1, "sum", check=False)
+    with values_unchecked():
+        unchecked = fused_sequence_loss(logits, targets, label_smoothing=0.1, reduction="sum")
     assert reads == [], "the unchecked sum waited for the values of a tensor"
     monkeypatch.undo()
     torch.testing.assert_close(unchecked, checked, rtol=0, atol=0)  # exact: the same operations on the same inputs
@@ -357,7 +359,12 @@ def test_the_fused_loss_trains_as_the_traced_one_and_refuses_what_it_refuses():
     runs = []
     for loss_of in (sequence_loss, fused_sequence_loss):
         model = _model(dropout=0.2).double()
-        _steps(model, TRAIN, epochs=2, loss_of=lambda logits, targets: loss_of(logits, targets, 0, 0.1))
+        _steps(
+            model,
+            TRAIN,
+            epochs=2,
+            loss_of=lambda logits, targets: loss_of(logits, targets, pad_id=0, label_smoothing=0.1),
+        )
         runs.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
     assert torch.allclose(runs[0], runs[1], rtol=0, atol=1e-9)
     logits = torch.randn(2, 3, 5)

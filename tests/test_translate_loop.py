@@ -72,7 +72,9 @@ def test_the_training_step_returns_the_summed_loss_and_takes_one_clipped_step():
     model.eval()  # no dropout: the loss before the step is the step's
     batch = collate([([5, 6, 7], [8, 9]), ([5], [10, 11, 12])])
     with torch.no_grad():
-        expected = fused_sequence_loss(teacher_forced_logits(model, batch), batch.tgt_out, 0, 0.1, "sum")
+        expected = fused_sequence_loss(
+            teacher_forced_logits(model, batch), batch.tgt_out, label_smoothing=0.1, reduction="sum"
+        )
     before = [p.detach().clone() for p in model.parameters()]
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     loss_sum = training_step(model, model, optimizer, batch, batch.n_tokens, settings, None)

@@ -36,6 +36,7 @@ from .masks import padding_mask
 __all__ = [
     "Seq2SeqConfig",
     "GRUEncoder",
+    "GRUDecoder",
     "PlainDecoder",
     "AttentionDecoder",
     "DecoderState",
@@ -215,15 +216,16 @@ class DecoderState:
         )
 
 
-class PlainDecoder(nn.Module):
-    """A GRU decoder that reads the source through one fixed context vector.
+class GRUDecoder(nn.Module):
+    """What the two decoders share: the embedding, a GRU that reads ``[embedding; context]``, an output layer.
 
-    The context ``c`` (the encoder's final top-layer state) is concatenated to
-    the embedding of the previous token at every step, and the encoder's final
-    state is the decoder's initial state. The output layer reads the new state
-    and the context, ``[s_t; c]``, as in Cho et al. (2014). With teacher
-    forcing the whole target runs through the GRU in one call.
+    The output layer reads ``[s_t; c]``, the new state and the context. The
+    attention decoder (``attends = True``) also has the additive attention
+    that computes its context; apart from where the context comes from, the
+    two decoders are the same, so that comparing them measures attention.
     """
+
+    attends = False
 
     def __init__(
         self,
@@ -238,6 +240,8 @@ class PlainDecoder(nn.Module):
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
         self.dropout = nn.Dropout(dropout)
+        if self.attends:
+            self.attention = AdditiveAttention(hidden_size, hidden_size, hidden_size)
         self.rnn = nn.GRU(
             embed_size + hidden_size,
             hidden_size,
@@ -247,6 +251,22 @@ class PlainDecoder(nn.Module):
         )
         self.output = nn.Linear(2 * hidden_size, vocab_size)  # reads [s_t; c]
 
+    def embed(self, tgt_in: torch.Tensor) -> torch.Tensor:
+        """The embeddings ``(B, T, E)`` of the inputs ``tgt_in (B, T)``, with dropout."""
+        check_token_ids(tgt_in, self.vocab_size, "target token ids")
+        return self.dropout(self.embedding(tgt_in))
+
+
+class PlainDecoder(GRUDecoder):
+    """A GRU decoder that reads the source through one fixed context vector.
+
+    The context ``c`` (the encoder's final top-layer state) is concatenated to
+    the embedding of the previous token at every step, and the encoder's final
+    state is the decoder's initial state. The output layer reads the new state
+    and the context, ``[s_t; c]``, as in Cho et al. (2014). With teacher
+    forcing the whole target runs through the GRU in one call.
+    """
+
     def init_state(
         self, enc_outputs: torch.Tensor, enc_state: torch.Tensor, src_padding_mask: torch.Tensor | None
     ) -> DecoderState:
@@ -254,14 +274,13 @@ class PlainDecoder(nn.Module):
 
     def forward(self, tgt_in: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, DecoderState]:
         """Logits ``(B, T, V)`` for inputs ``tgt_in (B, T)``, and the state after the last of them."""
-        check_token_ids(tgt_in, self.vocab_size, "target token ids")
-        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        embedded = self.embed(tgt_in)  # (B, T, E)
         context = state.context[:, None, :].expand(-1, tgt_in.shape[1], -1)  # (B, T, H): the same c at every step
         outputs, hidden = self.rnn(torch.cat([embedded, context], dim=-1), state.hidden)
         return self.output(torch.cat([outputs, context], dim=-1)), replace(state, hidden=hidden)
 
 
-class AttentionDecoder(nn.Module):
+class AttentionDecoder(GRUDecoder):
     """A GRU decoder that attends over the encoder's outputs at every step (Bahdanau et al. 2015).
 
     At step ``t`` the query is the top layer's state ``s_{t-1}``; additive
@@ -269,32 +288,10 @@ class AttentionDecoder(nn.Module):
     gives the context ``c_t``, which is concatenated to the embedding of the
     previous token; the output layer reads ``[s_t; c_t]``. The steps run one
     after another, even with teacher forcing, because each query depends on the
-    state the previous step produced. Apart from where the context comes from,
-    the two decoders are the same, so that comparing them measures attention.
+    state the previous step produced.
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        embed_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        dropout: float = 0.0,
-        pad_id: int = 0,
-    ) -> None:
-        super().__init__()
-        self.vocab_size = vocab_size
-        self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
-        self.dropout = nn.Dropout(dropout)
-        self.attention = AdditiveAttention(hidden_size, hidden_size, hidden_size)
-        self.rnn = nn.GRU(
-            embed_size + hidden_size,
-            hidden_size,
-            num_layers,
-            batch_first=True,
-            dropout=dropout if num_layers > 1 else 0.0,
-        )
-        self.output = nn.Linear(2 * hidden_size, vocab_size)  # reads [s_t; c_t]
+    attends = True
 
     def init_state(
         self, enc_outputs: torch.Tensor, enc_state: torch.Tensor, src_padding_mask: torch.Tensor | None
@@ -308,8 +305,7 @@ class AttentionDecoder(nn.Module):
 
     def forward(self, tgt_in: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """Logits ``(B, T, V)``, the state after the last input, and the attention weights ``(B, T, S)``."""
-        check_token_ids(tgt_in, self.vocab_size, "target token ids")
-        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        embedded = self.embed(tgt_in)  # (B, T, E)
         hidden, outputs, weights = state.hidden, [], []
         for t in range(tgt_in.shape[1]):
             query = hidden[-1][:, None, :]  # (B, 1, H): the top layer's previous state

@@ -48,6 +48,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .checks import values_checked
+
 __all__ = [
     "sequence_loss",
     "fused_sequence_loss",
@@ -217,10 +219,10 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
 def fused_sequence_loss(
     logits: torch.Tensor,
     targets: torch.Tensor,
+    *,
     pad_id: int = 0,
     label_smoothing: float = 0.0,
     reduction: str = "mean",
-    check: bool = True,
 ) -> torch.Tensor:
     """:func:`sequence_loss`, with its gradient computed in a few passes over the logits.
 
@@ -234,12 +236,14 @@ def fused_sequence_loss(
     :func:`sequence_loss`, whose rounding their stored outputs were computed
     with.
 
-    ``check=False`` leaves out the checks that read the targets' values (their
-    range, a batch of padding alone), each a wait for the device on a GPU; with
-    ``reduction="sum"`` nothing then waits. The command line's step uses that,
-    on batches it built itself.
+    Its settings are named at the call (``pad_id=``, ``label_smoothing=``,
+    ``reduction=``). Inside :func:`~attnbook.checks.values_unchecked` it leaves
+    out the checks that read the targets' values (their range, a batch of
+    padding alone), each a wait for the device on a GPU; with
+    ``reduction="sum"`` nothing then waits. The command line's step runs it
+    there, on batches it built itself.
     """
-    if check:
+    if values_checked():
         vocab, eps = _check_loss_inputs(logits, targets, label_smoothing, reduction)
     else:
         vocab, eps = logits.shape[-1], _check_smoothing(label_smoothing, logits.shape[-1])

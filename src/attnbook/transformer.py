@@ -139,15 +139,17 @@ class AddNorm(nn.Module):
 # --- Layers --------------------------------------------------------------------------------------
 
 
-class EncoderLayer(nn.Module):
-    """Self-attention, then the FFN, each inside an :class:`AddNorm`.
+class _Layer(nn.Module):
+    """The sublayers of a Transformer layer, each inside an :class:`AddNorm`, built in the order they run.
 
-    ``forward(x (B, S, d_model), src_padding_mask (B, S) or None)`` returns
-    ``(B, S, d_model)``; with ``need_weights=True`` also the self-attention
-    weights ``(B, h, S, S)``. ``dropout`` is the residual dropout of the paper;
-    ``attention_dropout`` (on the attention weights) and ``ffn_dropout`` (inside
-    the FFN) are extra places that ``torch.nn.TransformerEncoderLayer`` also drops.
+    Self-attention, then (in a decoder layer, whose ``attends_to_memory`` is
+    true) attention over the encoder's output, then the FFN. Their
+    :class:`AddNorm` s are numbered in that order, as PyTorch numbers ``norm1``,
+    ``norm2``, ``norm3``. The two kinds of layer differ only in that one
+    sublayer and in how they run it.
     """
+
+    attends_to_memory = False
 
     def __init__(
         self,
@@ -162,8 +164,22 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.self_attention = MultiHeadAttention(d_model, num_heads, attention_dropout)
         self.add_norm1 = AddNorm(d_model, dropout, norm_first)
+        if self.attends_to_memory:
+            self.cross_attention = MultiHeadAttention(d_model, num_heads, attention_dropout)
+            self.add_norm2 = AddNorm(d_model, dropout, norm_first)
         self.ffn = PositionwiseFFN(d_model, d_ff, ffn_dropout)
-        self.add_norm2 = AddNorm(d_model, dropout, norm_first)
+        setattr(self, f"add_norm{3 if self.attends_to_memory else 2}", AddNorm(d_model, dropout, norm_first))
+
+
+class EncoderLayer(_Layer):
+    """Self-attention, then the FFN, each inside an :class:`AddNorm`.
+
+    ``forward(x (B, S, d_model), src_padding_mask (B, S) or None)`` returns
+    ``(B, S, d_model)``; with ``need_weights=True`` also the self-attention
+    weights ``(B, h, S, S)``. ``dropout`` is the residual dropout of the paper;
+    ``attention_dropout`` (on the attention weights) and ``ffn_dropout`` (inside
+    the FFN) are extra places that ``torch.nn.TransformerEncoderLayer`` also drops.
+    """
 
     def forward(self, x: torch.Tensor, src_padding_mask: torch.Tensor | None = None, need_weights: bool = False):
         attend = lambda h: self.self_attention(h, h, h, key_padding_mask=src_padding_mask, need_weights=need_weights)  # noqa: E731
@@ -175,7 +191,7 @@ class EncoderLayer(nn.Module):
         return (x, weights) if need_weights else x
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(_Layer):
     """Causal self-attention, cross-attention over the encoder's output, then the FFN.
 
     ``forward(x (B, T, d_model), memory (B, S, d_model), memory_padding_mask (B, S),
@@ -189,23 +205,7 @@ class DecoderLayer(nn.Module):
     and the cross-attention keys and values computed once by :meth:`memory_keys_values`.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        norm_first: bool = False,
-        attention_dropout: float = 0.0,
-        ffn_dropout: float = 0.0,
-    ) -> None:
-        super().__init__()
-        self.self_attention = MultiHeadAttention(d_model, num_heads, attention_dropout)
-        self.add_norm1 = AddNorm(d_model, dropout, norm_first)
-        self.cross_attention = MultiHeadAttention(d_model, num_heads, attention_dropout)
-        self.add_norm2 = AddNorm(d_model, dropout, norm_first)
-        self.ffn = PositionwiseFFN(d_model, d_ff, ffn_dropout)
-        self.add_norm3 = AddNorm(d_model, dropout, norm_first)
+    attends_to_memory = True
 
     def forward(
         self,

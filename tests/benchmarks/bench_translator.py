@@ -522,7 +522,9 @@ def loop_step(
         n_tokens = int((batch.tgt_out != 0).sum())
 
         def before(model, forward, optimizer, batch=batch):
-            loss = fused_sequence_loss(teacher_forced_logits(forward, batch, autocast), batch.tgt_out, 0, 0.1)
+            loss = fused_sequence_loss(
+                teacher_forced_logits(forward, batch, autocast), batch.tgt_out, label_smoothing=0.1
+            )
             if not torch.isfinite(loss):
                 raise FloatingPointError("the loss is not finite")
             optimizer.zero_grad(set_to_none=True)

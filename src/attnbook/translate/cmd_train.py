@@ -80,7 +80,9 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         cluster.barrier()
         if cluster.is_first:
             _write_run_folder(out, run)
-        status = train_run(run, budget, cluster, console, out, args.checkpoint_minutes, args.log_every)
+        status = train_run(
+            run, budget, cluster, console, out, checkpoint_minutes=args.checkpoint_minutes, log_every=args.log_every
+        )
         if status == 0 and cluster.is_first and run.valid_pairs:
             _choose_decoding(out, run, cluster, console)
         return status

@@ -120,6 +120,7 @@ def train_run(
     cluster: Cluster,
     console: Console,
     out: Path,
+    *,
     checkpoint_minutes: float = 5.0,
     log_every: int = 50,
 ) -> int:
@@ -412,7 +413,7 @@ def training_step(
     """
     with values_unchecked():
         logits = teacher_forced_logits(forward, batch, autocast)  # products in bfloat16 where asked
-    loss_sum = fused_sequence_loss(logits, batch.tgt_out, 0, settings.label_smoothing, "sum", check=False)
+        loss_sum = fused_sequence_loss(logits, batch.tgt_out, label_smoothing=settings.label_smoothing, reduction="sum")
     optimizer.zero_grad(set_to_none=True)
     (loss_sum * (1.0 / n_tokens)).backward()
     if settings.clip:
