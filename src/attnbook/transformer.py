@@ -285,41 +285,33 @@ class DecoderLayer(_Layer):
 class _Stack(nn.Module):
     """``num_layers`` layers of the class ``layer_type``, run in turn; with ``norm_first=True``, a final LayerNorm.
 
-    Every layer takes the stream first and its other inputs after it; with
-    ``need_weights=True`` it returns ``(x, *weights)``, and the stack returns
-    its output and, for each kind of weights, the list of every layer's.
+    ``d_model``, ``num_heads``, ``d_ff`` and the keyword options (``dropout``,
+    ``norm_first``, ``attention_dropout``, ``ffn_dropout``) are the layer's,
+    as in the stacks of :mod:`attnbook.fastformer`. ``forward`` takes what
+    the layer takes: the stream first, its other inputs after it. With
+    ``need_weights=True`` every layer returns ``(x, *weights)``, and the stack
+    returns its output and, for each kind of weights, the list of every layer's.
     """
 
-    layer_type: type[nn.Module]
+    layer_type: type[_Layer]
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        num_layers: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        norm_first: bool = False,
-        attention_dropout: float = 0.0,
-        ffn_dropout: float = 0.0,
-    ) -> None:
+    def __init__(self, d_model: int, num_heads: int, num_layers: int, d_ff: int, **layer_options) -> None:
         super().__init__()
         _check_positive(num_layers=num_layers)
         self.layers = nn.ModuleList(
-            self.layer_type(d_model, num_heads, d_ff, dropout, norm_first, attention_dropout, ffn_dropout)
-            for _ in range(num_layers)
+            self.layer_type(d_model, num_heads, d_ff, **layer_options) for _ in range(num_layers)
         )
         # A pre-LN stack adds every sublayer's output to an unnormalized stream: normalize it once at the end.
-        self.norm = nn.LayerNorm(d_model) if norm_first else None
+        self.norm = nn.LayerNorm(d_model) if layer_options.get("norm_first", False) else None
 
-    def _run(self, x: torch.Tensor, *inputs, need_weights: bool):
+    def forward(self, x: torch.Tensor, *inputs, need_weights: bool = False, **named_inputs):
         per_layer = []
         for layer in self.layers:
             if need_weights:
-                x, *weights = layer(x, *inputs, need_weights=True)
+                x, *weights = layer(x, *inputs, need_weights=True, **named_inputs)
                 per_layer.append(weights)
             else:
-                x = layer(x, *inputs)
+                x = layer(x, *inputs, **named_inputs)
         if self.norm is not None:
             x = self.norm(x)
         return (x, *map(list, zip(*per_layer))) if need_weights else x
@@ -328,38 +320,25 @@ class _Stack(nn.Module):
 class Encoder(_Stack):
     """``num_layers`` :class:`EncoderLayer` s; with ``norm_first=True``, a final LayerNorm.
 
-    ``forward(x, src_padding_mask, need_weights=False)`` takes embedded inputs
-    ``(B, S, d_model)`` and returns the memory ``(B, S, d_model)``, and with
-    ``need_weights`` the list of each layer's weights ``(B, h, S, S)``.
+    ``forward(x, src_padding_mask=None, need_weights=False)`` takes embedded
+    inputs ``(B, S, d_model)`` and returns the memory ``(B, S, d_model)``, and
+    with ``need_weights`` the list of each layer's weights ``(B, h, S, S)``.
     """
 
     layer_type = EncoderLayer
-
-    def forward(self, x: torch.Tensor, src_padding_mask: torch.Tensor | None = None, need_weights: bool = False):
-        return self._run(x, src_padding_mask, need_weights=need_weights)
 
 
 class Decoder(_Stack):
     """``num_layers`` :class:`DecoderLayer` s; with ``norm_first=True``, a final LayerNorm.
 
-    ``forward(x, memory, memory_padding_mask, tgt_padding_mask, need_weights=False)`` takes
-    embedded target inputs ``(B, T, d_model)`` and the encoder's memory
-    ``(B, S, d_model)``; it returns ``(B, T, d_model)``, and with
-    ``need_weights`` the lists of each layer's self-attention ``(B, h, T, T)``
-    and cross-attention ``(B, h, T, S)`` weights.
+    ``forward(x, memory, memory_padding_mask=None, tgt_padding_mask=None,
+    need_weights=False)`` takes embedded target inputs ``(B, T, d_model)`` and
+    the encoder's memory ``(B, S, d_model)``; it returns ``(B, T, d_model)``,
+    and with ``need_weights`` the lists of each layer's self-attention
+    ``(B, h, T, T)`` and cross-attention ``(B, h, T, S)`` weights.
     """
 
     layer_type = DecoderLayer
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        memory: torch.Tensor,
-        memory_padding_mask: torch.Tensor | None = None,
-        tgt_padding_mask: torch.Tensor | None = None,
-        need_weights: bool = False,
-    ):
-        return self._run(x, memory, memory_padding_mask, tgt_padding_mask, need_weights=need_weights)
 
 
 # --- The configuration ---------------------------------------------------------------------------
@@ -535,18 +514,11 @@ class Transformer(nn.Module):
         self.src_embedding = self.tgt_embedding if c.share_embeddings else nn.Embedding(c.src_vocab_size, c.d_model)
         # The table is fixed (no parameters), shared by both sides; dropout acts on embedding + position.
         self.positional = SinusoidalPositionalEncoding(c.d_model, max_len=c.max_len, dropout=c.dropout, extend=False)
-        args = (
-            c.d_model,
-            c.num_heads,
-            c.num_layers,
-            c.d_ff,
-            c.dropout,
-            c.norm_first,
-            c.attention_dropout,
-            c.ffn_dropout,
+        options = dict(
+            dropout=c.dropout, norm_first=c.norm_first, attention_dropout=c.attention_dropout, ffn_dropout=c.ffn_dropout
         )
-        self.encoder = Encoder(*args)
-        self.decoder = Decoder(*args)
+        self.encoder = Encoder(c.d_model, c.num_heads, c.num_layers, c.d_ff, **options)
+        self.decoder = Decoder(c.d_model, c.num_heads, c.num_layers, c.d_ff, **options)
         self.output = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         self.output.weight = self.tgt_embedding.weight  # tied: logits are dot products with the target embeddings
         self.reset_embeddings()
