@@ -45,7 +45,13 @@ OTHER_CPU = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN
 
 #: The library modules (``attnbook.<module>.<name>``) whose training these runs exercise.
 COVERED = {
-    "attnbook.rnn": {"Seq2Seq", "GRUEncoder", "PlainDecoder", "AttentionDecoder"},
+    "attnbook.rnn": {
+        "Seq2Seq",
+        "GRUEncoder",
+        "GRUDecoder",
+        "PlainDecoder",
+        "AttentionDecoder",
+    },  # GRUDecoder: both decoders
     "attnbook.attention": {"MultiHeadAttention", "AdditiveAttention", "DotProductAttention"},
     "attnbook.positional": {"SinusoidalPositionalEncoding", "LearnedPositionalEncoding"},
     "attnbook.transformer": {"Transformer", "EncoderLayer", "DecoderLayer", "PositionwiseFFN", "AddNorm"},

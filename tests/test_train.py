@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import pickle
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,6 @@ from attnbook.train import (
     LinearDecaySchedule,
     NoamSchedule,
     evaluate,
-    fused_sequence_loss,
     load_checkpoint,
     noam_lr,
     paper_optimizer,
@@ -321,7 +321,7 @@ def test_the_fused_loss_has_the_loss_and_the_gradient_of_the_traced_one(smoothin
     targets[targets == pad_id] = (pad_id + 1) % 11
     targets[0, 2:], targets[2, 5:] = pad_id, pad_id
     traced = sequence_loss(logits, targets, pad_id, smoothing, reduction)
-    fused = fused_sequence_loss(logits, targets, pad_id=pad_id, label_smoothing=smoothing, reduction=reduction)
+    fused = sequence_loss(logits, targets, pad_id, smoothing, reduction, fused=True)
     assert torch.allclose(fused, traced, rtol=1e-12, atol=0)
     upstream = torch.tensor(1.7, dtype=torch.float64)  # a gradient from above scales the one below
     (want,) = torch.autograd.grad(traced, logits, upstream)
@@ -340,12 +340,12 @@ def test_the_fused_loss_unchecked_and_summed_reads_nothing_back_and_gives_the_sa
     logits = torch.randn(3, 4, 9, dtype=torch.float64, requires_grad=True)
     targets = torch.randint(1, 9, (3, 4))
     targets[1, 2:] = 0
-    checked = fused_sequence_loss(logits, targets, label_smoothing=0.1, reduction="sum")
+    checked = sequence_loss(logits, targets, 0, 0.1, "sum", fused=True)
     reads = []
     monkeypatch.setattr(torch.Tensor, "item", lambda t: reads.append(t) or 0)
     monkeypatch.setattr(torch.Tensor, "__int__", lambda t: reads.append(t) or 0)
     with values_unchecked():
-        unchecked = fused_sequence_loss(logits, targets, label_smoothing=0.1, reduction="sum")
+        unchecked = sequence_loss(logits, targets, 0, 0.1, "sum", fused=True)
     assert reads == [], "the unchecked sum waited for the values of a tensor"
     monkeypatch.undo()
     torch.testing.assert_close(unchecked, checked, rtol=0, atol=0)  # exact: the same operations on the same inputs
@@ -357,7 +357,7 @@ def test_the_fused_loss_unchecked_and_summed_reads_nothing_back_and_gives_the_sa
 @pytest.mark.slow
 def test_the_fused_loss_trains_as_the_traced_one_and_refuses_what_it_refuses():
     runs = []
-    for loss_of in (sequence_loss, fused_sequence_loss):
+    for loss_of in (sequence_loss, partial(sequence_loss, fused=True)):
         model = _model(dropout=0.2).double()
         _steps(
             model,
@@ -377,7 +377,7 @@ def test_the_fused_loss_trains_as_the_traced_one_and_refuses_what_it_refuses():
         (dict(targets=torch.ones(2, 3, dtype=torch.long), reduction="none"), ValueError, "reduction"),
     ):
         with pytest.raises(error, match=message):
-            fused_sequence_loss(logits, **bad)
+            sequence_loss(logits, **bad, fused=True)
 
 
 # --- the loop ---------------------------------------------------------------------

@@ -52,7 +52,6 @@ from .checks import values_checked
 
 __all__ = [
     "sequence_loss",
-    "fused_sequence_loss",
     "teacher_forced_logits",
     "smoothed_targets",
     "NoamSchedule",
@@ -103,7 +102,7 @@ def _check_loss_inputs(logits: torch.Tensor, targets: torch.Tensor, label_smooth
     if targets.is_floating_point() or targets.dtype == torch.bool:
         raise TypeError(f"targets must hold integer token indices, got dtype {targets.dtype}")
     vocab = logits.shape[-1]
-    if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= vocab):
+    if values_checked() and targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= vocab):
         bad = int(targets.min()) if int(targets.min()) < 0 else int(targets.max())
         raise IndexError(f"target index {bad} is outside the vocabulary of size {vocab}")
     if reduction not in {"mean", "sum"}:
@@ -137,6 +136,7 @@ def sequence_loss(
     pad_id: int = 0,
     label_smoothing: float = 0.0,
     reduction: str = "mean",
+    fused: bool = False,
 ) -> torch.Tensor:
     """Cross-entropy of ``logits (B, T, V)`` against ``targets (B, T)``, ignoring padding.
 
@@ -153,8 +153,14 @@ def sequence_loss(
     over all ``V`` classes (the true class gets ``1 - eps + eps / V``, ``<pad>``
     gets ``eps / V``), exactly what PyTorch's ``label_smoothing`` argument
     computes. The variant gives ``<pad>``, never a correct next token, nothing.
+
+    ``fused=True`` gives the same loss with its gradient written out by hand
+    (:class:`_SmoothedCrossEntropy`), a few passes over the logits where
+    autograd makes many; chapter 8's command line trains with it.
     """
     vocab, eps = _check_loss_inputs(logits, targets, label_smoothing, reduction)
+    if fused:
+        return _SmoothedCrossEntropy.apply(logits.reshape(-1, vocab), targets.reshape(-1), pad_id, eps, reduction)
     log_probs = torch.log_softmax(logits, dim=-1)  # (B, T, V), once for both terms
     # sum of -log p_y: F.cross_entropy is this log_softmax followed by this nll_loss
     total = F.nll_loss(log_probs.reshape(-1, vocab), targets.reshape(-1), ignore_index=pad_id, reduction="sum")
@@ -179,7 +185,19 @@ def _device_of(model: nn.Module) -> torch.device:
 
 
 class _SmoothedCrossEntropy(torch.autograd.Function):
-    """:func:`sequence_loss` of flat ``logits (N, V)``, its gradient written out instead of traced."""
+    """:func:`sequence_loss` of flat ``logits (N, V)``, its gradient written out instead of traced.
+
+    The value is the same. The gradient too, up to rounding: with respect to
+    the logits it is the softmax minus the target distribution (for padding
+    positions, zero), which the backward pass writes out directly, where
+    autograd would go back through the log-softmax, the gather, the sum over
+    the vocabulary and the padding mask, each a pass over a ``(B, T, V)``
+    tensor. With 8,000 pieces the loss is a large part of a small model's
+    step, so the command line trains with this one; the chapters keep the
+    traced loss, whose rounding their stored outputs were computed with.
+    With ``reduction="sum"`` inside :func:`~attnbook.checks.values_unchecked`
+    nothing in it waits for the device.
+    """
 
     @staticmethod
     def forward(ctx, logits, targets, pad_id: int, eps: float, reduction: str):
@@ -214,40 +232,6 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         g.scatter_add_(1, targets[:, None], torch.full_like(g[:, :1], -(1.0 - ctx.eps - off)))
         g.mul_((real * (grad * ctx.scale))[:, None])  # padding positions carry no loss
         return g, None, None, None, None
-
-
-def fused_sequence_loss(
-    logits: torch.Tensor,
-    targets: torch.Tensor,
-    *,
-    pad_id: int = 0,
-    label_smoothing: float = 0.0,
-    reduction: str = "mean",
-) -> torch.Tensor:
-    """:func:`sequence_loss`, with its gradient computed in a few passes over the logits.
-
-    The value is the same. The gradient too, up to rounding: with respect to
-    the logits it is the softmax minus the target distribution (for padding
-    positions, zero), which the backward pass writes out directly, where
-    autograd would go back through the log-softmax, the gather, the sum over
-    the vocabulary and the padding mask, each a pass over a ``(B, T, V)``
-    tensor. With 8,000 pieces the loss is a large part of a small model's
-    step, so the command line trains with this one; the chapters keep
-    :func:`sequence_loss`, whose rounding their stored outputs were computed
-    with.
-
-    Its settings are named at the call (``pad_id=``, ``label_smoothing=``,
-    ``reduction=``). Inside :func:`~attnbook.checks.values_unchecked` it leaves
-    out the checks that read the targets' values (their range, a batch of
-    padding alone), each a wait for the device on a GPU; with
-    ``reduction="sum"`` nothing then waits. The command line's step runs it
-    there, on batches it built itself.
-    """
-    if values_checked():
-        vocab, eps = _check_loss_inputs(logits, targets, label_smoothing, reduction)
-    else:
-        vocab, eps = logits.shape[-1], _check_smoothing(label_smoothing, logits.shape[-1])
-    return _SmoothedCrossEntropy.apply(logits.reshape(-1, vocab), targets.reshape(-1), pad_id, eps, reduction)
 
 
 def _to(batch, device: torch.device):
@@ -628,7 +612,7 @@ def train(
     every batch. ``seed`` seeds PyTorch (dropout) so that a run is reproducible.
     ``verbose`` prints one line per epoch. (The command line's translator trains
     with a loop of its own, :mod:`attnbook.translate.train`, in mixed precision
-    and with :func:`fused_sequence_loss` where it can.)
+    and with the fused :func:`sequence_loss` where it can.)
 
     Two optional callbacks let a caller watch and steer a run: ``on_step(TrainStep)``
     after every optimizer (and scheduler) step, ``on_epoch(EpochLog)`` after

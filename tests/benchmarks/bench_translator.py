@@ -29,7 +29,7 @@
 6. The run's step: whole training steps of that model with dropout 0.2 on
    that batch, as the chapters build it (PyTorch's dropout, the loss traced
    by autograd: ``sequence_loss``) and as the command line builds it
-   (``UniformDropout``, ``fused_sequence_loss``), in float32 and, where the
+   (``UniformDropout``, ``sequence_loss(..., fused=True)``), in float32 and, where the
    processor has the instructions, in bfloat16 mixed precision; interleaved,
    medians and ratios.
 
@@ -56,6 +56,7 @@ import os
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -66,7 +67,7 @@ from attnbook.data import load_corpus
 from attnbook.decode import beam_search, greedy_decode
 from attnbook.masks import padding_mask
 from attnbook.positional import SinusoidalPositionalEncoding
-from attnbook.train import fused_sequence_loss, paper_optimizer, sequence_loss, teacher_forced_logits, train
+from attnbook.train import paper_optimizer, sequence_loss, teacher_forced_logits, train
 from attnbook.transformer import Transformer, TransformerConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -423,7 +424,7 @@ def run_step(repeats: int, steps: int = 20, dropout: float = 0.2) -> dict:
         runs = {}
         for name, (make, loss) in {
             "chapters": (lambda: Transformer(TransformerConfig(**config)), sequence_loss),
-            "command line": (lambda: build_model("transformer", config), fused_sequence_loss),
+            "command line": (lambda: build_model("transformer", config), partial(sequence_loss, fused=True)),
         }.items():
             torch.manual_seed(0)
             model = make().train()
@@ -522,9 +523,7 @@ def loop_step(
         n_tokens = int((batch.tgt_out != 0).sum())
 
         def before(model, forward, optimizer, batch=batch):
-            loss = fused_sequence_loss(
-                teacher_forced_logits(forward, batch, autocast), batch.tgt_out, label_smoothing=0.1
-            )
+            loss = sequence_loss(teacher_forced_logits(forward, batch, autocast), batch.tgt_out, 0, 0.1, fused=True)
             if not torch.isfinite(loss):
                 raise FloatingPointError("the loss is not finite")
             optimizer.zero_grad(set_to_none=True)

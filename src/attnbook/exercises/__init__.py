@@ -405,7 +405,6 @@ CROSS_ENTROPY = (
     "torch.nn.CrossEntropyLoss",
     "torch.nn.NLLLoss",
     "attnbook.train.sequence_loss",
-    "attnbook.train.fused_sequence_loss",
     "attnbook.train.smoothed_targets",
     "d2l.*",
 )

@@ -207,7 +207,6 @@ check_prior_smoothed_loss = Checker(
     rtol=1e-7,
     refuses=(
         "attnbook.train.sequence_loss",
-        "attnbook.train.fused_sequence_loss",
         "attnbook.train.smoothed_targets",
         "attnbook.train._SmoothedCrossEntropy",
         "d2l.*",

@@ -59,11 +59,11 @@ from ..data import Batch, BucketBatchSampler, Pair, PairDataset, Vocab, collate
 from ..train import (
     LinearDecaySchedule,
     evaluate,
-    fused_sequence_loss,
     load_checkpoint,
     noam_lr,
     paper_optimizer,
     save_checkpoint,
+    sequence_loss,
     shorten_warmup,
     teacher_forced_logits,
 )
@@ -404,7 +404,7 @@ def training_step(
     ``forward`` computes the logits (``model`` itself, or it wrapped for
     several processes or compiled); ``model`` holds the weights that are
     clipped. Forward in mixed precision where ``autocast`` says, the
-    label-smoothed loss (:func:`~attnbook.train.fused_sequence_loss`) summed
+    label-smoothed loss (:func:`~attnbook.train.sequence_loss`, fused) summed
     and scaled by ``n_tokens``, the real target tokens the host counted when it
     built the batch, backward, clipping, the optimizer's step. Nothing in it
     waits for the device: the batch's values are not checked (the loop built
@@ -413,7 +413,7 @@ def training_step(
     """
     with values_unchecked():
         logits = teacher_forced_logits(forward, batch, autocast)  # products in bfloat16 where asked
-        loss_sum = fused_sequence_loss(logits, batch.tgt_out, label_smoothing=settings.label_smoothing, reduction="sum")
+        loss_sum = sequence_loss(logits, batch.tgt_out, 0, settings.label_smoothing, "sum", fused=True)
     optimizer.zero_grad(set_to_none=True)
     (loss_sum * (1.0 / n_tokens)).backward()
     if settings.clip:
