@@ -79,12 +79,10 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         # Every process has checked --out (a new run refuses a folder that holds one) before the first writes into it.
         cluster.barrier()
         if cluster.is_first:
-            _write_run_folder(out, run)
-        status = train_run(
-            run, budget, cluster, console, out, checkpoint_minutes=args.checkpoint_minutes, log_every=args.log_every
-        )
+            _write_run_folder(run)
+        status = train_run(run, cluster, console, checkpoint_minutes=args.checkpoint_minutes, log_every=args.log_every)
         if status == 0 and cluster.is_first and run.valid_pairs:
-            _choose_decoding(out, run, cluster, console)
+            _choose_decoding(run, cluster, console)
         return status
     finally:
         cluster.stop()
@@ -162,7 +160,9 @@ def new_run(
         console.say(describe_recipe(recipe, budget))
     # the probe's seconds count in the time budget, up to half of it: a budget shorter than the probe still trains
     charged = min(spent, budget.minutes * 30) if recipe else 0.0
-    return PreparedRun(config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, tokens=tokens, spent=charged)
+    return PreparedRun(
+        config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, out, tokens=tokens, spent=charged
+    )
 
 
 def fit_to_pace(
@@ -239,7 +239,9 @@ def resume_run(args: argparse.Namespace, out: Path, console: Console) -> Prepare
         raise CommandError(f"cannot resume from {checkpoint}: {one_line(err)}") from None
     if not isinstance(state, dict):
         raise CommandError(f"{checkpoint} holds no training state to resume from")
-    return PreparedRun(config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, tokens=tokens, state=state)
+    return PreparedRun(
+        config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, out, tokens=tokens, state=state
+    )
 
 
 def _check_resume(args: argparse.Namespace, config: dict) -> None:
@@ -266,11 +268,11 @@ def _check_resume(args: argparse.Namespace, config: dict) -> None:
         )
 
 
-def _choose_decoding(out: Path, prepared: PreparedRun, cluster: Cluster, console: Console) -> None:
+def _choose_decoding(prepared: PreparedRun, cluster: Cluster, console: Console) -> None:
     """Choose how to decode on the validation pairs, with the translator's weights; write ``decoding.json``."""
-    run = open_run(out, console, cluster.device)
+    run = open_run(prepared.folder, console, cluster.device)
     choice = choose_decoding(run.model, prepared.valid_pairs, run.src_vocab, run.tgt_vocab, run.tokens, console)
-    save_decoding(out, choice)
+    save_decoding(prepared.folder, choice)
 
 
 def _budget(args: argparse.Namespace, stored: dict | None, console: Console) -> Budget:
@@ -282,8 +284,9 @@ def _budget(args: argparse.Namespace, stored: dict | None, console: Console) -> 
     return budget
 
 
-def _write_run_folder(out: Path, run: PreparedRun) -> None:
+def _write_run_folder(run: PreparedRun) -> None:
     """The configuration, the vocabularies, and the subword models or the spelling table (first process only)."""
+    out = run.folder
     out.mkdir(parents=True, exist_ok=True)
     run.src_vocab.save(out / SRC_VOCAB_FILE)
     run.tgt_vocab.save(out / TGT_VOCAB_FILE)

@@ -97,7 +97,7 @@ AVERAGE_SPAN = 0.2
 
 @dataclass
 class PreparedRun:
-    """A run ready to train: its configuration, vocabularies and pairs, and, when it resumes, its saved state."""
+    """A run ready to train: its folder, configuration, vocabularies and pairs; when it resumes, its saved state."""
 
     config: dict
     settings: RunSettings
@@ -105,9 +105,15 @@ class PreparedRun:
     tgt_vocab: Vocab
     train_pairs: list[Pair]
     valid_pairs: list[Pair]
+    folder: Path  # where the run is written: --out
     tokens: RunTokens | None = None  # new runs: written once, beside the vocabularies
     state: dict | None = None  # resumed runs: the training state of the checkpoint
     spent: float = 0.0  # new runs: seconds of the time budget already spent (timing the steps to choose the recipe)
+
+    @property
+    def budget(self) -> Budget:
+        """What the run trains within, as its configuration records it (``train`` stores it there)."""
+        return Budget(**self.config["budget"])
 
 
 class Interrupted(Exception):
@@ -116,16 +122,15 @@ class Interrupted(Exception):
 
 def train_run(
     run: PreparedRun,
-    budget: Budget,
     cluster: Cluster,
     console: Console,
-    out: Path,
     *,
     checkpoint_minutes: float = 5.0,
     log_every: int = 50,
 ) -> int:
-    """Train a prepared run within its budget, saving into ``out``; 0, or 130 when Ctrl-C stopped it."""
+    """Train a prepared run within its budget, saving into its folder; 0, or 130 when Ctrl-C stopped it."""
     s, resumed, device = run.settings, run.state is not None, cluster.device
+    budget, out = run.budget, run.folder
     log_every = max(1, log_every)
 
     # --- the model, the optimizer and the schedule: new, or as the checkpoint left them ---------------------
