@@ -18,6 +18,10 @@ __all__ = [
 ]
 
 _randn = seeded_randn(9, torch.float64)
+#: The chapter's checks compute in float64: one tolerance for all of them that compare values.
+_FLOAT64 = {"atol": 1e-9, "rtol": 1e-8}
+#: What they refuse: the packaged Fastformer (and d2l's).
+_FASTFORMER = ("attnbook.fastformer.*", "d2l.*")
 
 
 def _heads(x, num_heads):
@@ -80,9 +84,8 @@ check_global_query = Checker(
             _gq_one_weight_per_position,
         ),
     ],
-    atol=1e-10,
-    rtol=1e-8,
-    refuses=("attnbook.fastformer.*", "d2l.*"),
+    **_FLOAT64,
+    refuses=_FASTFORMER,
 )
 
 
@@ -171,9 +174,8 @@ check_global_keys_packed = Checker(
             _unscaled_packed,
         ),
     ],
-    atol=1e-9,
-    rtol=1e-8,
-    refuses=("attnbook.fastformer.*", "d2l.*"),
+    **_FLOAT64,
+    refuses=_FASTFORMER,
 )
 
 
@@ -377,9 +379,8 @@ check_fastformer_step = _StepChecker(
             _fs_overflows,
         ),
     ],
-    atol=1e-9,
-    rtol=1e-8,
-    refuses=("attnbook.fastformer.*", "d2l.*"),
+    **_FLOAT64,
+    refuses=_FASTFORMER,
 )
 
 
