@@ -6,6 +6,7 @@ Each module holds one idea of the book, named after it:
 - ``attnbook.metrics``     chapter 1: BLEU
 - ``attnbook.masks``       chapters 1, 3, 5: padding and causal masks
 - ``attnbook.checks``      the argument checks every module uses, and the choice of device
+- ``attnbook.files``       files written whole or not at all: vocabularies, subword models, checkpoints, JSON
 - ``attnbook.rnn``         chapter 2: the GRU encoder-decoder
 - ``attnbook.train``       chapters 2 and 8: the training loop
 - ``attnbook.decode``      chapters 2 and 8: greedy decoding, beam search

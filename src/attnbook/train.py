@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .checks import values_checked
+from .files import written_whole
 
 __all__ = [
     "sequence_loss",
@@ -728,14 +728,8 @@ def save_checkpoint(path: str | Path, model: nn.Module, **extra: Any) -> Path:
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "extra": extra,
     }
-    tmp = path.with_name(path.name + ".tmp")
-    try:
+    with written_whole(path, sync=True) as tmp:  # a run resumes from it: flushed to the disk, then renamed
         torch.save(payload, tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return path
 
 

@@ -30,6 +30,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ..files import written_whole
 from .text import Vocab, language
 
 __all__ = ["Subwords", "UNSPACED_LANGUAGES", "CHARACTER_LANGUAGES", "character_coverage"]
@@ -193,11 +194,9 @@ class Subwords:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the model (SentencePiece's own format), whole or not at all; return the path."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(self.model)
-        os.replace(tmp, path)
-        return path
+        with written_whole(path) as tmp:
+            tmp.write_bytes(self.model)
+        return Path(path)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Subwords:

@@ -30,6 +30,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ..files import write_json
+
 __all__ = [
     "PAD",
     "BOS",
@@ -412,12 +414,7 @@ class Vocab:
     # -- files --
     def save(self, path: str | Path) -> Path:
         """Write the vocabulary as JSON (a list of tokens in id order); return the path."""
-        path = Path(path)
-        data = {"format": "attnbook.Vocab", "version": 1, "tokens": self._itos}
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=0), encoding="utf-8")
-        tmp.replace(path)
-        return path
+        return write_json(path, {"format": "attnbook.Vocab", "version": 1, "tokens": self._itos}, indent=0)
 
     @classmethod
     def load(cls, path: str | Path) -> "Vocab":

@@ -29,10 +29,11 @@ from torch import nn
 
 from ..data import Pair, Vocab
 from ..decode import length_penalty
+from ..files import write_json
 from ..metrics import text_scores
 from .console import Console
 from .decoding import nbest_tokens, translate_tokens
-from .run_folder import DECODING_FILE, write_json
+from .run_folder import DECODING_FILE
 from .settings import Decoding
 from .tokens import RunTokens
 

@@ -20,12 +20,13 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..data import Pair
+from ..files import write_json
 from ..metrics import text_scores
 from .cluster import pick_device
 from .console import CommandError, Console
 from .decoding import translate_tokens
 from .model import MAX_POSITIONS
-from .run_folder import Run, open_run, write_json
+from .run_folder import Run, open_run
 from .run_pairs import read_test_pairs, reread_run_pairs
 from .settings import Decoding, from_args
 

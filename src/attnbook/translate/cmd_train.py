@@ -19,6 +19,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from ..data import BucketBatchSampler, Pair, PairDataset, Vocab
+from ..files import write_json
 from ..train import read_checkpoint
 from .choose import choose_decoding, save_decoding
 from .cluster import Cluster
@@ -34,7 +35,6 @@ from .run_folder import (
     open_run,
     read_config,
     read_vocabularies,
-    write_json,
 )
 from .run_pairs import (
     SPLIT,

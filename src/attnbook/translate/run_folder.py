@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +48,6 @@ __all__ = [
     "read_vocabularies",
     "read_decoding",
     "open_run",
-    "write_json",
     "best_valid_loss",
     "one_line",
     "TrainingLog",
@@ -84,16 +82,6 @@ class Run:
     model: Any = None
     extra: dict = field(default_factory=dict)
     decoding: dict = field(default_factory=dict)  # decoding.json: the decoding chosen on the validation pairs
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON, whole or not at all: into a file beside ``path``, then renamed over it."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def read_config(folder: Path) -> dict:

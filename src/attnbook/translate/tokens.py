@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..data import SCRIPT_OF, Pair, Subwords, Vocab, tokenize
 from ..data.subwords import CHARACTER_LANGUAGES
+from ..files import write_json
 from .console import CommandError, Console
 from .settings import TOKEN_KINDS, VOCAB_SHARING  # declared with the options: the command line reads them
 from .truecase import build_truecase, to_text
@@ -140,8 +141,6 @@ class RunTokens:
 
     def save(self, folder: Path) -> None:
         """Write the subword models, or the table of spellings, into the run folder."""
-        from .run_folder import write_json
-
         if self.kind == "words":
             write_json(folder / TRUECASE_FILE, self.truecase)
         elif self.shared:
