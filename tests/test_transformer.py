@@ -390,6 +390,26 @@ def _model_and_batch(seed: int, norm_first: bool, share: bool = False, **overrid
     return model, s, src, src_padding_mask, tgt_in, tgt_padding_mask
 
 
+def test_a_stack_takes_its_layers_options_by_position_or_by_name_and_runs_their_inputs_either_way():
+    d, h, ff = 8, 2, 16
+    by_position = Decoder(d, h, 2, ff, 0.0, True)  # dropout, norm_first as the layer takes them
+    torch.manual_seed(0)
+    by_name = Decoder(d, h, 2, ff, dropout=0.0, norm_first=True)
+    torch.manual_seed(0)
+    again = Decoder(d, h, 2, ff, 0.0, True)
+    assert by_position.norm is not None and by_name.norm is not None  # pre-LN: the final LayerNorm
+    assert Decoder(d, h, 2, ff).norm is None and Encoder(d, h, 1, ff, 0.0, False).norm is None
+    assert all(layer.add_norm3.norm_first for layer in by_name.layers)
+    x, memory = torch.randn(2, 3, d), torch.randn(2, 4, d)
+    memory_padding_mask = torch.tensor([[False, False, False, True], [False, False, False, False]])
+    positional = again(x, memory, memory_padding_mask)
+    named = again(x, memory, memory_padding_mask=memory_padding_mask)
+    torch.testing.assert_close(named, positional, rtol=0, atol=0)  # the same call, the same operations
+    assert not torch.allclose(positional, again(x, memory)), "the padding mask passed by position was not used"
+    with pytest.raises(TypeError, match="bogus"):
+        Encoder(d, h, 1, ff, bogus=1)
+
+
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_stacks_equal_torch_with_gradients(seed, norm_first):

@@ -285,24 +285,25 @@ class DecoderLayer(_Layer):
 class _Stack(nn.Module):
     """``num_layers`` layers of the class ``layer_type``, run in turn; with ``norm_first=True``, a final LayerNorm.
 
-    ``d_model``, ``num_heads``, ``d_ff`` and the keyword options (``dropout``,
-    ``norm_first``, ``attention_dropout``, ``ffn_dropout``) are the layer's,
-    as in the stacks of :mod:`attnbook.fastformer`. ``forward`` takes what
-    the layer takes: the stream first, its other inputs after it. With
+    ``d_model``, ``num_heads``, ``d_ff`` and the further options (``dropout``,
+    ``norm_first``, ``attention_dropout``, ``ffn_dropout``, by position or by
+    name) are the layer's, as in the stacks of :mod:`attnbook.fastformer`.
+    ``forward`` takes what the layer takes: the stream first, its other inputs
+    after it, by position or by name. With
     ``need_weights=True`` every layer returns ``(x, *weights)``, and the stack
     returns its output and, for each kind of weights, the list of every layer's.
     """
 
     layer_type: type[_Layer]
 
-    def __init__(self, d_model: int, num_heads: int, num_layers: int, d_ff: int, **layer_options) -> None:
+    def __init__(self, d_model: int, num_heads: int, num_layers: int, d_ff: int, *layer_args, **layer_options) -> None:
         super().__init__()
         _check_positive(num_layers=num_layers)
         self.layers = nn.ModuleList(
-            self.layer_type(d_model, num_heads, d_ff, **layer_options) for _ in range(num_layers)
+            self.layer_type(d_model, num_heads, d_ff, *layer_args, **layer_options) for _ in range(num_layers)
         )
         # A pre-LN stack adds every sublayer's output to an unnormalized stream: normalize it once at the end.
-        self.norm = nn.LayerNorm(d_model) if layer_options.get("norm_first", False) else None
+        self.norm = nn.LayerNorm(d_model) if self.layers[0].add_norm1.norm_first else None
 
     def forward(self, x: torch.Tensor, *inputs, need_weights: bool = False, **named_inputs):
         per_layer = []
