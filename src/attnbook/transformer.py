@@ -168,6 +168,7 @@ class _Layer(nn.Module):
             self.cross_attention = MultiHeadAttention(d_model, num_heads, attention_dropout)
             self.add_norm2 = AddNorm(d_model, dropout, norm_first)
         self.ffn = PositionwiseFFN(d_model, d_ff, ffn_dropout)
+        # the FFN's: add_norm2 in an encoder layer, add_norm3 in a decoder layer
         setattr(self, f"add_norm{3 if self.attends_to_memory else 2}", AddNorm(d_model, dropout, norm_first))
 
 
