@@ -404,7 +404,7 @@ def test_a_stack_takes_its_layers_options_by_position_or_by_name_and_runs_their_
     memory_padding_mask = torch.tensor([[False, False, False, True], [False, False, False, False]])
     positional = again(x, memory, memory_padding_mask)
     named = again(x, memory, memory_padding_mask=memory_padding_mask)
-    torch.testing.assert_close(named, positional, rtol=0, atol=0)  # the same call, the same operations
+    torch.testing.assert_close(named, positional, rtol=0, atol=0)  # exact: the same operations on the same inputs
     assert not torch.allclose(positional, again(x, memory)), "the padding mask passed by position was not used"
     with pytest.raises(TypeError, match="bogus"):
         Encoder(d, h, 1, ff, bogus=1)
