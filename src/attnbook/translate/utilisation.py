@@ -17,7 +17,9 @@ The utilisation is then ``operations per token × tokens a second / peak``.
 
 from __future__ import annotations
 
+import os
 import time
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -78,9 +80,6 @@ def host_waits(run: Callable[[], None]) -> list[str]:
     work the host had sent ahead. PyTorch warns that the mode does not yet see
     every kind of wait, so an empty list is evidence, not proof.
     """
-    import os
-    import warnings
-
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("warn")
     try:
