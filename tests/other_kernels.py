@@ -14,8 +14,13 @@ floating-point result scaled by ``1 + k·ε``, one or two units in the last plac
 (whole numbers, which every processor computes exactly, are kept), where ``k``
 depends on the operation and on the shapes of its inputs. The same operation
 on the same shapes rounds the same way every time, as on any real processor
-with fixed threads; the same operation on other shapes most often
-rounds differently, as on some. Operations that are exact by construction
+with fixed threads. The same operation on other shapes rounds another way by
+construction, not by chance: the mode numbers the shapes each operation meets
+in the order it meets them and gives consecutive ones the units +1, -1, +2,
+-2 in turn, so that any two of the last four shapes of one operation get
+different units (a hash of the shapes could give two of them the same unit,
+and then only the processor's own kernels would tell the two apart: on Intel
+with AMX they did not). Operations that are exact by construction
 (indexing, masking, copying, concatenating, comparisons, taking a maximum,
 one IEEE addition, subtraction, multiplication or division per element, and
 random draws) are left alone, as are views and in-place operations.
@@ -26,8 +31,6 @@ own tests that way, on another CPU kernel path too, inside ``make test``.
 """
 
 from __future__ import annotations
-
-import zlib
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -54,9 +57,8 @@ EXACT = frozenset(
 )
 
 
-def _rounding_unit(key: str) -> int:
-    """A nonzero number of units in the last place, -2, -1, 1 or 2, fixed by the operation and its shapes."""
-    return (-2, -1, 1, 2)[zlib.crc32(key.encode()) % 4]
+#: The units in the last place given in turn to the shapes one operation meets: consecutive shapes differ.
+UNITS = (1, -1, 2, -2)
 
 
 class ShapeDependentRounding(TorchDispatchMode):
@@ -65,6 +67,14 @@ class ShapeDependentRounding(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.perturbed = 0  # how many results were changed: a test of the mode can see that it acted
+        self.units: dict[str, dict[tuple, int]] = {}  # operation -> its shapes, in the order met -> their unit
+
+    def unit(self, operation: str, shapes: tuple) -> int:
+        """The unit of ``operation`` on ``shapes``: fixed once met; the next shape met gets the next unit of UNITS."""
+        met = self.units.setdefault(operation, {})
+        if shapes not in met:
+            met[shapes] = UNITS[len(met) % len(UNITS)]
+        return met[shapes]
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -77,16 +87,16 @@ class ShapeDependentRounding(TorchDispatchMode):
             or any(r.alias_info is not None for r in schema.returns)
         ):
             return out
-        shapes = [
+        shapes = tuple(
             tuple(a.shape) for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)
-        ]
-        key = f"{func}{shapes}"
+        )
+        k = self.unit(str(func), shapes)
 
         def perturb(t: torch.Tensor) -> torch.Tensor:
             if not t.is_floating_point() or t.numel() == 0 or t.device.type == "meta":
                 return t
             self.perturbed += 1
-            rounded = t * (1 + _rounding_unit(key) * torch.finfo(t.dtype).eps)
+            rounded = t * (1 + k * torch.finfo(t.dtype).eps)
             # a whole number (0, 1, a count) is exact on every processor: cos(0), exp(0), a sum of integers
             return torch.where(t == t.round(), t, rounded)
 

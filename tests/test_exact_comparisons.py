@@ -46,23 +46,46 @@ LIBRARY_TESTS = [
 _EXACT = re.compile(
     r"rtol\s*=\s*0(?![.\deE])[^)]*atol\s*=\s*0(?![.\deE])|atol\s*=\s*0(?![.\deE])[^)]*rtol\s*=\s*0(?![.\deE])"
 )
+#: A test that two computations differ in their bits: ``not torch.equal(a, b)``, ``torch.ne(a, b)``, ``a.ne(b)``,
+#: ``(a != b).any()`` (a comparison with a literal number, ``grad != 0``, is not one). It is as tied to the
+#: processor as a test that they are equal: the kernels that made two results differ here may agree on another.
+_DIFFER = re.compile(
+    r"\bnot\s+(?:torch|np|numpy)\.(?:equal|array_equal)\s*\(|\btorch\.ne\s*\(|\.ne\s*\("
+    r"|!=\s*(?![-+.\d\s])[^()]*(?:\([^()]*\))?[^()]*\)\s*\.\s*(?:any|all)\s*\("
+)
+
+
+def _unexplained(rule: re.Pattern, *, benchmarks: bool = True) -> list[str]:
+    """The lines of the test files (this one's examples left out) that ``rule`` finds with no '# exact:' near."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if path.name == Path(__file__).name or (not benchmarks and "benchmarks" in path.parts):
+            continue  # the rules' own examples; a benchmark's probe that reports which paths differ
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            if rule.search(line.split("#", 1)[0]):
+                nearby = "\n".join(lines[max(0, i - 2) : i + 1])
+                if "# exact:" not in nearby:
+                    found.append(f"{path.relative_to(ROOT)}:{i + 1}: {line.strip()}")
+    return found
 
 
 def test_every_exact_comparison_says_why_it_is_exact():
-    unexplained = []
-    for path in sorted((ROOT / "tests").rglob("*.py")):
-        if path.name == Path(__file__).name:  # the rule's own examples
-            continue
-        lines = path.read_text(encoding="utf-8").splitlines()
-        for i, line in enumerate(lines):
-            if _EXACT.search(line.split("#", 1)[0]):
-                nearby = "\n".join(lines[max(0, i - 2) : i + 1])
-                if "# exact:" not in nearby:
-                    unexplained.append(f"{path.relative_to(ROOT)}:{i + 1}: {line.strip()}")
+    unexplained = _unexplained(_EXACT)
     assert not unexplained, (
         "a comparison with rtol=0 and atol=0 is bit for bit: another processor may round another way. Give a "
         "tolerance, or, where the operation is exact by construction, say why in an '# exact:' comment:\n"
         + "\n".join(unexplained)
+    )
+
+
+def test_no_test_asserts_that_two_computations_differ_in_their_bits_without_saying_why():
+    unexplained = _unexplained(_DIFFER, benchmarks=False)
+    assert not unexplained, (
+        "a test that two results differ bit for bit passes only where this processor's kernels happen to make "
+        "them differ (on Intel with AMX, a row alone and the same row among ten did not). Assert what the code "
+        "did instead, or, where they must differ on every processor (other integers drawn, dropout in training), "
+        "say why in an '# exact:' comment:\n" + "\n".join(unexplained)
     )
 
 
@@ -74,16 +97,52 @@ def test_the_hygiene_rule_sees_both_spellings():
     assert not _EXACT.search("assert_close(a, b, rtol=0, atol=0.5)")
 
 
+def test_the_rule_on_differing_bits_sees_each_spelling_and_leaves_comparisons_with_numbers_alone():
+    for line in (
+        "assert not torch.equal(alone, among_ten)",
+        "assert not np.array_equal(a, b)",
+        "assert torch.ne(a, b).any()",
+        "assert a.ne(b).any()",
+        "assert (a != b).any()",
+        "assert (model(x) != model(y)).all()",
+    ):
+        assert _DIFFER.search(line), line
+    for line in (
+        "assert torch.equal(a, b)",
+        "assert torch.all(grad[:6] != 0)",
+        "assert (grad != 0).any()",
+        "assert batches != token_batches(lengths, 100, seed=1)",
+        "assert not torch.allclose(a, b, atol=0.1)",
+    ):
+        assert not _DIFFER.search(line), line
+
+
 def test_the_mode_rounds_another_shape_another_way_and_the_same_shape_the_same_way():
     torch.manual_seed(0)
     w, x = torch.randn(16, 16, dtype=torch.float64), torch.randn(10, 16, dtype=torch.float64)
     with ShapeDependentRounding() as mode:
         alone, among_ten = x[3:4] @ w, (x @ w)[3:4]
         again = x[3:4] @ w
+    # what the mode did, whatever this processor's own kernels do: one unit for each shape, two units in all
     assert mode.perturbed == 3
-    assert torch.equal(alone, again)  # exact: the same operation on the same shapes, twice
-    assert not torch.equal(alone, among_ten)  # the test that failed on Intel AMX fails here too
+    (units,) = [met for operation, met in mode.units.items() if operation.startswith("aten.mm")]
+    assert units == {((1, 16), (16, 16)): 1, ((10, 16), (16, 16)): -1}
+    eps = torch.finfo(torch.float64).eps
+    # exact: the same native product scaled by the same factor, once in the mode and once here
+    assert torch.equal(alone, (x[3:4] @ w) * (1 + eps)) and torch.equal(again, alone)
+    # exact: the same native product of ten rows, its fourth row scaled here as the mode scaled it
+    assert torch.equal(among_ten, (x @ w)[3:4] * (1 - eps))
     torch.testing.assert_close(alone, among_ten, rtol=1e-14, atol=0)  # by a few units in the last place
+
+
+def test_the_mode_gives_consecutive_shapes_of_one_operation_different_units():
+    mode = ShapeDependentRounding()
+    shapes = [((n, 16), (16, 16)) for n in range(1, 10)]
+    units = [mode.unit("aten.mm.default", s) for s in shapes]
+    assert all(u != 0 for u in units)
+    assert all(len(set(units[i : i + 4])) == 4 for i in range(len(units) - 3))  # any four in a row all differ
+    assert [mode.unit("aten.mm.default", s) for s in shapes] == units  # a shape met again keeps its unit
+    assert mode.unit("aten.bmm.default", shapes[1]) == units[0]  # each operation numbers its own shapes
 
 
 def test_the_mode_leaves_exact_operations_and_whole_numbers_alone():

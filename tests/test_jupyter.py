@@ -104,6 +104,7 @@ class Server:
         return json.loads(payload) if payload else {}
 
     def wait_until_up(self) -> float:
+        """Seconds until the server answered (printed, never asserted on); fails the test if it never does."""
         start = time.monotonic()
         while time.monotonic() - start < STARTUP_SECONDS:
             if self.proc.poll() is not None:
@@ -226,8 +227,7 @@ def test_jupyterlab_starts_lists_runs_a_notebook_and_stops(tmp_path):
     notebook = NOTEBOOKS[0]
     server = Server(tmp_path)
     try:
-        startup = server.wait_until_up()
-        assert startup < STARTUP_SECONDS
+        startup = server.wait_until_up()  # fails the test, with the server's log, if it never answers
 
         # the web pages a reader opens: JupyterLab, and the Notebook 7 interface
         for page, marker in (("/lab", b"JupyterLab"), ("/tree", b"Notebook")):

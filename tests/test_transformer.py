@@ -552,6 +552,7 @@ def test_padding_content_never_changes_real_logits(seed, norm_first):
     noisy_tgt = torch.where(
         tgt_padding_mask, torch.randint(0, model.config.tgt_vocab_size, tgt_in.shape, generator=g), tgt_in
     )
+    # exact: token ids are integers, and new ones were drawn wherever there is padding
     assert not torch.equal(noisy_src, src) or not src_padding_mask.any()
     real = ~tgt_padding_mask
     base = model(src, src_padding_mask, tgt_in)
@@ -740,6 +741,7 @@ def test_dropout_acts_only_in_training_and_where_configured():
     model = Transformer(config)
     src = torch.randint(4, 12, (2, 6))
     model.train()
+    # exact: two draws of dropout's mask drop other units, on every processor
     assert not torch.equal(model(src, None, src), model(src, None, src))
     model.eval()
     assert torch.equal(model(src, None, src), model(src, None, src))

@@ -197,6 +197,7 @@ def test_train_writes_a_complete_run_folder(en_fr_run):
     assert all(e["valid_loss"] is not None and e["tokens_per_second"] > 0 for e in epochs)
     (used,) = [e for e in events if e["event"] == "utilisation"]  # the model's arithmetic over the device's peak
     assert used["flops_per_token"] > 0 and used["peak_flops"] > 0
+    # not a duration: the share is the record's own arithmetic on the speed it recorded
     assert used["share"] == pytest.approx(used["flops_per_token"] * used["tokens_per_second"] / used["peak_flops"])
     best = read_checkpoint(en_fr_run / "best.pt")["extra"]  # weights_only=True inside
     lowest = min(epochs, key=lambda e: e["valid_loss"])

@@ -111,8 +111,9 @@ def test_a_measurement_runs_both_systems_and_writes_a_report_without_this_machin
     assert ours["passes"] == pytest.approx(ours["steps"] / ours["recipe"]["steps_per_epoch"])
     assert ours["settings"]["seed"] == 2 and d2l["seed"] == 2
     assert d2l["steps"] > 0 and d2l["recipe"] == translate_real.D2L
-    # d2l trains for as long as ours took in all, choosing its decoding included
-    assert d2l["train_seconds"] == pytest.approx(ours["train_seconds"], rel=0.2, abs=3.0)
+    # d2l is given, as its budget, the time ours took in all, choosing its decoding included (each side's own
+    # record: how long either one then took depends on how busy the machine was, and is make bench's business)
+    assert d2l["budget_seconds"] == ours["train_seconds"]  # not a duration: one number, passed on and recorded
     bleu = ours["decodings"]["chosen"]["scores"]["bleu"], d2l["scores"]["bleu"]
     assert result["bleu_ratio"] == pytest.approx(bleu[0] / max(bleu[1], 1e-9))
     (target,) = record["targets"]

@@ -104,6 +104,7 @@ def test_a_slow_processor_gets_the_few_passes_recipe_printed_recorded_and_resume
     (start,) = [e for e in _events(tmp_path / "slow") if e["event"] == "start"]
     assert start["config"]["recipe"] == recipe
     # the probe's seconds count in the budget
+    # not a duration: the probe's one measured time, written in two records
     assert start["position"]["seconds"] == pytest.approx(recipe["probe_seconds"]) and recipe["probe_seconds"] > 0
 
     # --resume goes on with the recipe chosen, without timing anew; a setting against it is refused
