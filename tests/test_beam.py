@@ -9,7 +9,15 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from attnbook.decode import BeamDecoded, Uncached, beam_search, greedy_decode, length_penalty, translate
+from attnbook.decode import (
+    BeamDecoded,
+    Uncached,
+    beam_search,
+    beam_search_sentence,
+    greedy_decode,
+    length_penalty,
+    translate,
+)
 from attnbook.rnn import DecoderState, Seq2Seq, Seq2SeqConfig
 from attnbook.transformer import Transformer, TransformerConfig
 from toy_seq2seq import BOS, EOS, PAD, make_batch, one_thread  # noqa: F401 (fixture)
@@ -347,3 +355,33 @@ def test_translate_with_a_beam():
         translate(model, sources, corpus.src_vocab, corpus.tgt_vocab, beam_size=0)
     with pytest.raises(ValueError, match="alpha"):
         translate(model, sources, corpus.src_vocab, corpus.tgt_vocab, beam_size=2, alpha=-1.0)
+
+
+# --- the one-sentence beam search that chapter 8 shows, held to the batched one ---------------------
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
+@pytest.mark.parametrize("name", MODELS)
+def test_the_one_sentence_beam_search_finds_the_batched_ones_hypotheses_and_scores(name, alpha):
+    model = MODELS[name]()
+    for beam_size in (1, 2, 4):
+        batch = make_batch(SOURCES, [[4]] * len(SOURCES))
+        batched = beam_search(model, batch.src, batch.src_padding_mask, beam_size=beam_size, alpha=alpha, n_best=1)
+        batched_all = beam_search(
+            model, batch.src, batch.src_padding_mask, beam_size=beam_size, alpha=alpha, max_len=7, n_best=beam_size
+        )
+        for row, src in enumerate(SOURCES):
+            alone = beam_search_sentence(model, torch.tensor(src), beam_size=beam_size, alpha=alpha)
+            assert alone[0].tokens == batched.nbest[row][0].tokens  # the default length: the source's + 50
+            short = beam_search_sentence(model, torch.tensor(src), beam_size=beam_size, alpha=alpha, max_len=7)
+            want = batched_all.nbest[row]
+            assert [h.tokens for h in short] == [h.tokens for h in want]  # every finished hypothesis, best first
+            assert [h.log_prob for h in short] == pytest.approx([h.log_prob for h in want], rel=1e-9)
+            assert [h.score for h in short] == pytest.approx([h.score for h in want], rel=1e-9)
+
+
+def test_the_one_sentence_beam_search_on_the_scripted_model_keeps_the_better_late_hypothesis():
+    found = beam_search_sentence(TableModel(TABLE, UNIFORM), SRC[0], beam_size=2, alpha=0.6, max_len=5)
+    batched = beam_search(TableModel(TABLE, UNIFORM), SRC, beam_size=2, alpha=0.6, max_len=5, n_best=2).nbest[0]
+    assert [h.tokens for h in found] == [h.tokens for h in batched] and found[0].tokens == [B_, EOS]
+    assert [h.score for h in found] == pytest.approx([h.score for h in batched], rel=1e-12)

@@ -11,7 +11,10 @@ produced ``<eos>``; decoding stops when every sentence is finished or after
 ``max_len`` tokens. Finished sentences are padded, so a batched result equals
 decoding each sentence alone.
 
-:func:`beam_search` (chapter 8) keeps the ``k`` most probable prefixes of each
+:func:`beam_search_sentence` (chapter 8) is beam search written to be read: one
+sentence, its hypotheses a list of (tokens, log-probability, decoder state).
+:func:`beam_search` is the same search for a whole batch at once, in tensors:
+it keeps the ``k`` most probable prefixes of each
 sentence instead of one, and ranks the finished translations ``Y`` by
 ``log p(Y | X) / lp(Y)`` with the length penalty of Wu et al. (2016),
 ``lp(Y) = ((5 + |Y|) / 6) ** alpha`` (:func:`length_penalty`). It needs one more
@@ -40,6 +43,7 @@ __all__ = [
     "Hypothesis",
     "BeamDecoded",
     "beam_search",
+    "beam_search_sentence",
     "Uncached",
     "cut_at_eos",
     "ids_to_tokens",
@@ -215,6 +219,46 @@ def beam_search(
     finally:
         model.train(was_training)
     return beams.best_first(n_best)
+
+
+@torch.no_grad()
+def beam_search_sentence(
+    model: nn.Module, src: torch.Tensor, *, beam_size: int = 4, alpha: float = 0.6, max_len: int | None = None
+) -> list[Hypothesis]:
+    """Beam search for one sentence ``src (S,)``, written to be read; its finished hypotheses, best first.
+
+    The same search as :func:`beam_search` (which a test holds it to), for one
+    sentence and in Python lists: no batch, no padding, no sentences leaving it.
+    ``<bos>``, ``<eos>`` and ``<pad>`` are 1, 2 and 0, as in the course's vocabularies.
+    """
+    bos, eos, pad = 1, 2, 0
+    (max_len,) = _beam_limits(model, src[None], None, beam_size, alpha, max_len, None).tolist()
+    was_training = model.training
+    model.eval()
+    live = [([], 0.0, model.start(src[None]))]  # (the tokens so far, their log p, the decoder state after them)
+    finished: list[Hypothesis] = []
+    for length in range(1, max_len + 1):
+        candidates = []  # every hypothesis extended by each of its 2k likeliest next tokens
+        for tokens, log_p, state in live:
+            logits, after = model.step(torch.tensor([tokens[-1] if tokens else bos], device=src.device), state)
+            log_probs = torch.log_softmax(logits[0].double(), dim=-1)
+            log_probs[[pad, bos]] = float("-inf")  # never written: they are not words
+            top = log_probs.topk(min(2 * beam_size, len(log_probs)))
+            for lp, token in zip(top.values.tolist(), top.indices.tolist()):
+                if lp > float("-inf"):
+                    candidates.append((tokens + [token], log_p + lp, after))
+        candidates.sort(key=lambda c: c[1], reverse=True)  # the likeliest first; keep 2k of them
+        live = []
+        for rank, (tokens, log_p, state) in enumerate(candidates[: 2 * beam_size]):
+            ends = tokens[-1] == eos or length == max_len  # at the longest allowed, every hypothesis ends
+            if ends and rank < beam_size and len(finished) < beam_size:
+                finished.append(Hypothesis(tokens, log_p, log_p / length_penalty(length, alpha)))
+            elif tokens[-1] != eos and len(live) < beam_size:
+                live.append((tokens, log_p, state))  # the first k that did not end go on
+        if len(finished) == beam_size or not live or length == max_len:
+            break
+    model.train(was_training)
+    return sorted(finished, key=lambda h: h.score, reverse=True)
 
 
 def _beam_limits(model, src, src_padding_mask, beam_size, alpha, max_len, n_best) -> torch.Tensor:
