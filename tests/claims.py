@@ -19,7 +19,7 @@ found in a printed "3.84", "75%" in "75.3%" or in "0.753", "63 M" in
 - code spans, math, links and the inside of exercise statements, which pose
   tasks rather than report results.
 
-Two more kinds of claim are held to their evidence:
+Three more kinds of claim are held to their evidence:
 
 - **A quote from another document.** A figure or a setting taken from another
   chapter, page or recorded run names its source: ``"quotes": {"57.2%":
@@ -30,9 +30,22 @@ Two more kinds of claim are held to their evidence:
   a notebook's code assigns (``"four epochs": "notebooks/03_attention.ipynb:EPOCHS"``).
   Re-executing the source fails every stale quote of it. A figure in a sentence
   that names another chapter and that no cell above prints must be declared so.
+  A ``path:NAME`` that the notebook does not assign is looked up where its code passes
+  it: a keyword argument (``lr=3e-3``), a parameter's default, or the one argument of a
+  call of ``NAME`` (``torch.set_num_threads(1)``); the quoted value must be one it gives.
+  A quote may name several sources (a JSON list; on a page, one line each).
   A recorded run that says which notebook's settings it ran (``"notebook"`` and
   ``"settings"`` side by side in its JSON) fails every page or cell that quotes
   it once that notebook assigns other settings.
+- **A setting said to be another chapter's.** A sentence that attributes something to
+  another chapter ("as in chapters 5 and 6", "the same four heads as chapter 5", "like
+  chapter 7's warm-up of 4,000 steps", "chapter 3's model and recipe", "the same four
+  epochs") and holds a setting (a number with a word that makes it one: "four epochs",
+  "width 32", "a learning rate of $10^{-3}$", "batches of 64") declares each setting: as
+  a quote of every chapter it is attributed to, checked against that chapter's code
+  (``"learning rate of $10^{-3}$": ["notebooks/05_multihead_attention.ipynb:lr", ...]``),
+  or in ``"claims"`` as the sentence's own setting, with the reason. A sentence that only
+  points at a chapter ("the decoder's mask, chapter 5") attributes nothing to it.
 - **A word of ordering or growth** (faster, slower, grows linearly, quadratic
   in, about the same, within N×, the most, the least): the cells above it in
   its section, or right below it when the sentence points there, print the
@@ -143,21 +156,35 @@ _CJK_TEXT = re.compile(f"[{_CJK}]")
 _CJK_NEXT_TO_FIGURE = re.compile(rf"(?<=[{_CJK}])(?=[-−\d])|(?<=[\d%×])(?=[{_CJK}])")
 
 
-def prose_of(markdown: str) -> str:
+def prose_of(markdown: str, math: bool = False) -> str:
     """The running text of a markdown cell: no code, math, links, tags, roles or exercise statements.
 
     A Chinese character or full-width mark beside a figure is set apart by a space, as a word would be.
+    With ``math``, inline math stays, written out as plain text (:func:`plain_math`): a setting such as
+    "a learning rate of $10^{-3}$" is read as "a learning rate of 1e-3".
     """
     text = _CJK_NEXT_TO_FIGURE.sub(" ", markdown)
+    if math:
+        text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.DOTALL)
+        text = re.sub(r"(?<!\\)\$([^$]+?)(?<!\\)\$", lambda m: plain_math(m.group(1)), text)
     text = _EXERCISE.sub(" ", text)
     text = _CODE_BLOCK.sub(" ", text)  # code shown in the text (not a directive: those fences hold prose)
     text = re.sub(
         r"^(`{3,4})\{[a-z-]+\}[^\n]*\n(?::[a-z-]+:[^\n]*\n)*", " ", text, flags=re.MULTILINE
     )  # directive heads
     text = re.sub(r"^(`{3,4}|~{3,4})\s*(text|console)?\s*$", " ", text, flags=re.MULTILINE)
-    for pattern in _STRIP:
+    for pattern in _STRIP[2:] if math else _STRIP:
         text = pattern.sub(" ", text)
     return text
+
+
+def plain_math(math: str) -> str:
+    """Inline math as plain text: ``5 \\times 10^{-3}`` -> ``5e-3``, ``d_\\text{model} = 64`` -> ``d_model = 64``."""
+    text = re.sub(r"(\d+(?:\.\d+)?)\s*\\(?:times|cdot)\s*10\^\{?(-?\d+)\}?", r"\1e\2", math)
+    text = re.sub(r"(?<![\d.])10\^\{?(-?\d+)\}?", r"1e\1", text)
+    text = re.sub(r"\\(?:text|mathrm|operatorname)\{([^}]*)\}", r"\1", text)
+    text = re.sub(r"\\([a-zA-Z]+)", r"\1", text)
+    return " " + re.sub(r"[{}]", "", text) + " "
 
 
 def sentences(text: str) -> list[str]:
@@ -276,7 +303,6 @@ def ordering_supported(claim: Claim, evidence: str) -> bool:
 
 #: "chapter 3", "chapter 3's", "chapters 3 and 5": a sentence that names another chapter.
 NAMES_CHAPTER = re.compile(r"\bchapters?\s+(\d+)(?:\s*(?:,|and|or)\s*(\d+))*", re.IGNORECASE)
-_NUMBER_WORD = re.compile(r"\b(" + "|".join(WORDS) + r")\b", re.IGNORECASE)
 
 
 def chapters_named(sentence: str) -> set[int]:
@@ -284,6 +310,199 @@ def chapters_named(sentence: str) -> set[int]:
     for m in NAMES_CHAPTER.finditer(sentence):
         named |= {int(n) for n in re.findall(r"\d+", m.group(0))}
     return named
+
+
+# --- settings quoted from another chapter ---------------------------------------------------
+
+_SETTING_NUMBER = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e-?\d+)?|(?:" + "|".join(["one", *WORDS]) + r")\b"
+#: A setting in prose (math written out by :func:`plain_math`): a number bound to a word that makes it a setting,
+#: "four epochs", "2 decoder layers", "3 to 25 tokens", "64-dimensional", "width 32", "a learning rate of 1e-3",
+#: "Adam at 5e-3", "batches of 64", "d_model = 64". "one token at a time" is a manner, not a setting.
+SETTING = re.compile(
+    rf"(?<![\w.,])(?:(?:{_SETTING_NUMBER})\s*(?:to|–|-)\s*)?(?:{_SETTING_NUMBER})"
+    r"(?:-dimensional\b|(?:\s+[\w-]+){0,2}?\s+(?:epochs?|layers?|heads?|threads?|steps?|seeds?|checkpoints?)\b"
+    r"|\s+(?:tokens?|pairs?|sentences?)\b)(?![\w\s]*\bat\s+a\s+time\b)"
+    r"|\b(?:width|(?:learning\s+)?rate\s+of|learning\s+rate|Adam\s+at|batch(?:es)?\s+of|batch\s+size(?:\s+of)?|"
+    r"dropout(?:\s+of)?|warm-up\s+of|peak\s+of|seed|beam\s+of|d_model\s*=|d_ff\s*=|h\s*=|P_drop\s*=|beta_2\s*=)"
+    rf"\s+(?:{_SETTING_NUMBER})(?![\w.]\d|\w)",
+    re.IGNORECASE,
+)
+_CHAPTERS = r"chapters?\s+\d+(?:\s*(?:,|and|or)\s*\d+)*"
+#: What attributes a setting to another chapter: "as in chapters 5 and 6", "the same four heads as chapter 5",
+#: "like chapter 7's warm-up of 4,000 steps", "two fewer than in chapter 2", "chapter 3's model and recipe",
+#: "the sizes of chapter 3", "Chapter 3 trains four epochs".
+QUOTES_A_CHAPTER = re.compile(
+    rf"\b(?:as|than|like)\s+(?:in\s+)?{_CHAPTERS}"
+    rf"|\b{_CHAPTERS}'s\s+(?:[\w-]+\s+){{0,3}}?(?:recipe|settings|sizes|configuration|hyperparameters)\b"
+    rf"|\b(?:recipe|settings|sizes|configuration|hyperparameters)\s+of\s+{_CHAPTERS}"
+    rf"|\b{_CHAPTERS}\s+(?:trains?|trained|uses?|used|keeps?|kept|sets?|averages?|averaged|runs?|ran)\b",
+    re.IGNORECASE,
+)
+#: "the same four epochs", "the same budget of four epochs": a setting said to be another chapter's.
+_THE_SAME = re.compile(r"\bthe\s+same\s+(?:[\w-]+\s+){0,3}$", re.IGNORECASE)
+
+
+def setting_quotes_in(markdown: str, where: str, own: int | None) -> list[Claim]:
+    """The settings a markdown cell or page attributes to another chapter, each with the chapters it names.
+
+    A sentence that names a chapter other than its own, in words that attribute something to it
+    (:data:`QUOTES_A_CHAPTER`, or "the same" before the setting), quotes that chapter: each setting in it
+    (:data:`SETTING`) is either declared as a quote of that chapter's code (``path:NAME``) or declared as
+    the sentence's own setting, with the reason. A sentence that only points at a chapter ("the decoder's
+    mask, chapter 5") quotes nothing; a sentence with a citation gives the paper's settings.
+    """
+    found = []
+    for sentence in sentences(prose_of(_keep_citations(markdown), math=True)):
+        if "\x00CITE" in sentence or not chapters_named(sentence) - {own}:
+            continue
+        for clause in sentence.split(";"):  # "...at chapter 8's configuration; generating 64 tokens...": two claims
+            found += _attributed_settings(clause, where, own)
+    return found
+
+
+def _attributed_settings(sentence: str, where: str, own: int | None) -> list[Claim]:
+    found = []
+    if not chapters_named(sentence) - {own}:
+        return found
+    constructions = [
+        (m.start(), m.end(), chapters_named(m.group(0)) - {own})
+        for m in QUOTES_A_CHAPTER.finditer(sentence)
+        if chapters_named(m.group(0)) - {own}
+    ]
+    # a chapter's own number is no setting: "Chapter 3 trains four epochs" holds one, "four epochs"
+    masked = NAMES_CHAPTER.sub(lambda m: re.sub(r"\d", "#", m.group(0)), sentence)
+    for m in SETTING.finditer(masked):
+        if constructions:  # the setting belongs to the nearest words that attribute something to a chapter
+            chapters = min(constructions, key=lambda c: max(c[0] - m.end(), m.start() - c[1], 0))[2]
+        elif _THE_SAME.search(masked[: m.start()]):
+            chapters = chapters_named(sentence) - {own}
+        else:
+            continue
+        text = " ".join(m.group(0).split())
+        found.append(Claim(where, text, 0.0, 0, "setting", sentence, note=",".join(map(str, sorted(chapters)))))
+    return found
+
+
+def _covers(key: str, setting: str) -> bool:
+    """Does a declaration's text (math written out) cover a setting found in prose, or the setting cover it?"""
+    key = " ".join(prose_of(key, math=True).split())
+    if not key:
+        return False
+    edge = r"(?<![\w.,]){}(?![\w]|[.,]\d)"
+    return bool(re.search(edge.format(re.escape(key)), setting) or re.search(edge.format(re.escape(setting)), key))
+
+
+def _file_settings(report: Report, settings: list[Claim], quotes: dict[str, list[str]], declared: set[str]) -> None:
+    """File each setting quoted from another chapter: declared a quote of a chapter it names, declared, or not."""
+    for claim in settings:
+        chapters = {int(c) for c in claim.note.split(",") if c}
+        claim.note = ""
+        covering = [key for key in quotes if _covers(key, claim.text)]
+        if covering:
+            report.quoted.append(claim)
+            sources = [s for key in covering for s in quotes[key]]
+            checked = {_own_chapter(Path(s.split(":")[0])) for s in sources}
+            if None not in checked and chapters - checked:
+                report.problems.append(
+                    f"{claim.where}: {claim.text!r} is said to be {_chapters(chapters)}'s "
+                    f"(“{_shorten(claim.sentence, 100)}”), and its quote checks it against {', '.join(sources)} only"
+                )
+        elif any(_covers(key, claim.text) for key in declared):
+            report.declared.append(claim)
+        else:
+            claim.note = (
+                f"a setting said to be {_chapters(chapters)}'s: declare it in \"quotes\" as that notebook's "
+                'NOTEBOOK:NAME, or in "claims" as this chapter\'s own with the reason'
+            )
+            report.unsupported.append(claim)
+
+
+def _chapters(numbers: set[int]) -> str:
+    """{5} -> "chapter 5", {5, 6} -> "chapters 5 and 6"."""
+    ordered = [str(n) for n in sorted(numbers)]
+    if len(ordered) == 1:
+        return f"chapter {ordered[0]}"
+    return f"chapters {', '.join(ordered[:-1])} and {ordered[-1]}"
+
+
+def _setting_value(text: str) -> float | None:
+    """The one number a quoted setting names ("four epochs", "$5 \\times 10^{-3}$", "64-dimensional"), or None."""
+    plain = prose_of(text, math=True)
+    numbers = [m.group(0) for m in re.finditer(rf"(?<![\w.,])(?:{_SETTING_NUMBER})", plain, re.IGNORECASE)]
+    if len(numbers) != 1:
+        return None
+    number = numbers[0].lower()
+    return float(WORDS.get(number, 1 if number == "one" else 0)) if number.isalpha() else float(number.replace(",", ""))
+
+
+def setting_values(path: Path, name: str) -> tuple[str, list]:
+    """What a notebook's code gives the setting ``name``: ("assigns", [value]) for a constant it assigns at the
+    top level of a cell (as with FULL_RUN off), else ("passes", values) for every literal it passes as the
+    keyword argument ``name=``, gives a parameter ``name`` as its default, or passes to a call of ``name(...)``
+    as its one argument (``torch.set_num_threads(1)``)."""
+    import ast
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    assigned = notebook_settings(path)
+    if name in assigned:
+        return "assigns", [assigned[name]]
+
+    def literal(node):
+        if isinstance(node, ast.IfExp) and "FULL_RUN" in ast.unparse(node.test):
+            return literal(node.orelse)
+        return ast.literal_eval(node)
+
+    given = []
+    for cell in read_notebook(path).cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(TransformerManager().transform_cell(cell.source))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            nodes = []
+            if isinstance(node, ast.Call):
+                nodes += [k.value for k in node.keywords if k.arg == name]
+                called = getattr(node.func, "attr", getattr(node.func, "id", None))
+                if called == name and len(node.args) == 1 and not node.keywords:
+                    nodes.append(node.args[0])
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                arguments = node.args
+                positional = arguments.posonlyargs + arguments.args
+                nodes += [
+                    d
+                    for a, d in zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults)
+                    if a.arg == name
+                ]
+                nodes += [d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if a.arg == name and d]
+            for value in nodes:
+                try:
+                    given.append(literal(value))
+                except (ValueError, TypeError, SyntaxError):
+                    continue
+    return "passes", given
+
+
+def _check_setting_quote(text: str, path: str, name: str, where: str) -> str | None:
+    quoted = _setting_value(text)
+    if quoted is None:
+        return f"{where}: a quote of a setting names one number, and {text!r} does not"
+    how, values = setting_values(ROOT / path, name)
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if how == "assigns":
+        if not numbers or float(numbers[0]) != quoted:
+            return f"{where}: quotes {text!r} as {path}'s {name}, which its code now sets to {values[0]!r}"
+        return None
+    if not values:
+        return f"{where}: quotes the setting {name} of {path}, which its code no longer assigns or passes"
+    if quoted not in {float(v) for v in numbers}:
+        return (
+            f"{where}: quotes {text!r} as {path}'s {name}, which its code never gives that value "
+            f"(it gives {', '.join(sorted({repr(v) for v in values}))})"
+        )
+    return None
 
 
 def notebook_settings(path: Path) -> dict[str, object]:
@@ -377,7 +596,9 @@ def check_quote(text: str, source: str, where: str, prose: str) -> str | None:
     """None if the quoted figure is what its source prints (or the setting it assigns); else why not."""
     flat = " ".join(prose.split())
     # In the Chinese edition the words of a quote are translated; its figure, if it has one, is not.
-    present = text in flat
+    present = text in flat or (
+        "$" in text and " ".join(prose_of(text, math=True).split()) in flat
+    )  # a setting written in math: the prose passed in holds its math written out too (prose_of(..., math=True))
     if not present and _CJK_TEXT.search(flat):
         figure = re.search(r"\d[\d,]*(?:\.\d+)?%?", text)
         present = figure is None or figure.group(0) in flat
@@ -396,17 +617,7 @@ def check_quote(text: str, source: str, where: str, prose: str) -> str | None:
         )
     if ":" in source and not source.endswith(":"):
         path, name = source.rsplit(":", 1)
-        settings = notebook_settings(ROOT / path)
-        word = _NUMBER_WORD.search(text)
-        number = re.search(r"\d[\d,]*(?:\.\d+)?", text)
-        quoted = (
-            float(WORDS[word.group(1).lower()]) if word else float(number.group(0).replace(",", "")) if number else None
-        )
-        if name not in settings:
-            return f"{where}: quotes the setting {name} of {path}, which its code no longer assigns"
-        if quoted is None or float(settings[name]) != quoted:
-            return f"{where}: quotes {text!r} as {path}'s {name}, which its code now sets to {settings[name]!r}"
-        return None
+        return _check_setting_quote(text, path, name, where)
     found, _ = claims_in(text, where)
     if not found:
         return f"{where}: declares a quote {text!r} of {source} with no figure in it"
@@ -533,13 +744,15 @@ def check_notebook(path: Path, report: Report | None = None) -> Report:
                 below_text.append(_output_text(later))
         where = f"{path.relative_to(ROOT)}, cell {index}"
         declared = {str(k) for k in cell.metadata.get("claims", {})}
-        quotes = {str(k): str(v) for k, v in cell.metadata.get("quotes", {}).items()}
-        prose = prose_of(cell.source)
-        for text, source in quotes.items():
-            report.quotes.append(f"{text} <- {source}")
-            problem = check_quote(text, source, where, prose)
-            if problem:
-                report.problems.append(problem)
+        quotes = _sources(cell.metadata.get("quotes", {}))
+        prose = prose_of(cell.source) + "\n" + prose_of(cell.source, math=True)
+        for text, sources in quotes.items():
+            for source in sources:
+                report.quotes.append(f"{text} <- {source}")
+                problem = check_quote(text, source, where, prose)
+                if problem:
+                    report.problems.append(problem)
+        _file_settings(report, setting_quotes_in(cell.source, where, own), quotes, declared)
         found, cited = claims_in(cell.source, where)
         report.cited += cited
         for claim in found:
@@ -576,6 +789,12 @@ def check_notebook(path: Path, report: Report | None = None) -> Report:
     return report
 
 
+def _sources(quotes: dict) -> dict[str, list[str]]:
+    """A cell's "quotes": each text with its sources, one (``"notebooks/03_attention.ipynb"``) or several
+    (``["notebooks/05_multihead_attention.ipynb:lr", "notebooks/06_positional_encoding.ipynb:lr"]``)."""
+    return {str(k): [str(s) for s in v] if isinstance(v, list) else [str(v)] for k, v in quotes.items()}
+
+
 def _file_orderings(report, words, quotes, declared, supported, note: str) -> None:
     """File each word of ordering or growth: quoted, declared, supported by a printed comparison, or unsupported."""
     lowered = {d.lower() for d in declared}
@@ -600,7 +819,8 @@ def _verbatim_in_code(claim: Claim, source: str) -> bool:
 #:   % claims: results book/results/portability.json    (figures recorded by a script's run, with its machine)
 #:   % claims: results notebooks/03_attention.ipynb      (figures a chapter prints)
 #:   % claims: "0.98" Adam's beta2 in the paper's recipe   (a constant, or an argument's word, with the reason)
-#:   % quotes: "17.9" notebooks/03_attention.ipynb         (one figure quoted from one source, checked there only)
+#:   % quotes: "17.9" notebooks/03_attention.ipynb         (one figure quoted from one source, checked there only;
+#:                                                          a line more for each further source of the same text)
 PAGE_NOTE = re.compile(
     r"^% (?:claims: (?:results (?P<results>\S+)|\"(?P<figure>[^\"]+)\" (?P<reason>.+))"
     r"|quotes: \"(?P<quote>[^\"]+)\" (?P<source>\S+))$",
@@ -627,7 +847,7 @@ def check_page(path: Path, report: Report | None = None) -> Report:
     text = path.read_text(encoding="utf-8")
     where = str(path.relative_to(ROOT))
     declared: set[str] = set()
-    quotes: dict[str, str] = {}
+    quotes: dict[str, list[str]] = {}
     recorded: list[tuple[float, int]] = []
     evidence: list[str] = []
     body = PAGE_NOTE.sub(" ", text)
@@ -646,15 +866,17 @@ def check_page(path: Path, report: Report | None = None) -> Report:
                 evidence.append(results.read_text(encoding="utf-8"))
                 report.problems += [f"{where}: {p}" for p in stale_settings(results)]
         elif note.group("quote"):
-            quotes[note.group("quote")] = note.group("source")
+            quotes.setdefault(note.group("quote"), []).append(note.group("source"))
         else:
             declared.add(note.group("figure"))
-    prose = prose_of(body)
-    for quoted, source in quotes.items():
-        report.quotes.append(f"{quoted} <- {source}")
-        problem = check_quote(quoted, source, where, prose)
-        if problem:
-            report.problems.append(problem)
+    prose = prose_of(body) + "\n" + prose_of(body, math=True)
+    for quoted, sources in quotes.items():
+        for source in sources:
+            report.quotes.append(f"{quoted} <- {source}")
+            problem = check_quote(quoted, source, where, prose)
+            if problem:
+                report.problems.append(problem)
+    _file_settings(report, setting_quotes_in(body, where, None), quotes, declared)
     found, cited = claims_in(body, where)
     report.cited += cited
     for claim in found:

@@ -268,7 +268,7 @@ def test_a_quote_is_checked_against_its_source_and_goes_stale_when_the_source_ch
     finally:
         for name in ("_claims_source.ipynb", "_claims_quoting.ipynb"):
             (ROOT / "notebooks" / name).unlink(missing_ok=True)
-    assert not fresh.failures and [c.text for c in fresh.quoted] == ["57.2%"]
+    assert not fresh.failures and [c.text for c in fresh.quoted] == ["four epochs", "57.2%"]  # a setting, a figure
     assert len(stale.problems) == 2, stale.problems
     assert "no longer prints it" in stale.problems[0] and "now sets to 5" in stale.problems[1]
 
@@ -399,3 +399,134 @@ def test_within_a_factor_is_a_word_of_ordering_in_every_spelling():
     found, _ = orderings_in("It stays within 2× of the other, within 2 times, within a factor of two.", "t")
     assert [c.text for c in found] == ["within 2×", "within 2 times", "within a factor"]
     assert {c.kind for c in found} == {"within"}
+
+
+# --- settings said to be another chapter's ------------------------------------------------------
+
+
+def test_a_setting_said_to_be_another_chapters_is_found_where_the_sentence_attributes_it():
+    from claims import setting_quotes_in
+
+    def found(text):
+        return [(c.text, c.note) for c in setting_quotes_in(text, "t", own=9)]
+
+    assert found("We use the same four heads as chapter 5.") == [("four heads", "5")]
+    assert found("It warms up like chapter 7's warm-up of 4,000 steps.") == [("warm-up of 4,000", "7")]
+    assert found("Adam at a constant learning rate of $10^{-3}$, as in chapters 5 and 6.") == [
+        ("learning rate of 1e-3", "5,6")
+    ]
+    assert found("The RNN is chapter 3's model and recipe (a 128-dimensional GRU, batches of 64).") == [
+        ("128-dimensional", "3"),
+        ("batches of 64", "3"),
+    ]
+    assert found("Chapter 3 trains four epochs, two fewer than chapter 2.") == [("four epochs", "3")]
+    assert found("It reaches what chapter 3 printed: the same model, trained for the same four epochs.") == [
+        ("four epochs", "3")
+    ]
+    # a sentence that only points at a chapter, its own chapter, a citation, a manner: no setting of another chapter
+    assert not found("One causal attention layer of width 32 (the decoder's mask, chapter 5) and a readout.")
+    assert not found("As in chapter 9, two layers of width 32.")
+    assert not found("The paper's warm-up of 4,000 steps {cite}`vaswani2017attention`, as in chapter 8.")
+    assert not found("Padding works as in chapter 3: a sentence of two real tokens.")
+    assert not found("As in chapter 2, it writes one token at a time.")
+
+
+def test_a_setting_from_another_chapter_is_declared_and_checked_against_that_chapters_code():
+    source = _notebook(
+        ("code", "torch.set_num_threads(1)\nopt = torch.optim.Adam(model.parameters(), lr=3e-3)", None),
+        ("code", "def run(steps, lr=3e-3, width=32):\n    pass\nEPOCHS = 6", None),
+    )
+    sentence = "We train two layers at a constant learning rate of $10^{-3}$, as in chapter 95."
+    undeclared = _notebook(("markdown", sentence, None))
+    misquoted = _notebook(
+        (
+            "markdown",
+            sentence,
+            {
+                "quotes": {"learning rate of $10^{-3}$": "notebooks/95_claims_source.ipynb:lr"},
+                "claims": {"two layers": "this chapter's own model, set in the code below"},
+            },
+        )
+    )
+    corrected = _notebook(
+        (
+            "markdown",
+            sentence.replace("10^{-3}", "3 \\cdot 10^{-3}")
+            + " As in chapter 95, it runs on one thread for six epochs.",
+            {
+                "quotes": {
+                    "learning rate of $3 \\cdot 10^{-3}$": "notebooks/95_claims_source.ipynb:lr",
+                    "one thread": "notebooks/95_claims_source.ipynb:set_num_threads",
+                    "six epochs": "notebooks/95_claims_source.ipynb:EPOCHS",
+                },
+                "claims": {"two layers": "this chapter's own model, set in the code below"},
+            },
+        )
+    )
+    try:
+        _write(source, "95_claims_source.ipynb")
+        reports = {
+            name: check_notebook(_write(nb, "96_claims_quoting.ipynb"))
+            for name, nb in (("undeclared", undeclared), ("misquoted", misquoted), ("corrected", corrected))
+        }
+    finally:
+        for name in ("95_claims_source.ipynb", "96_claims_quoting.ipynb"):
+            (ROOT / "notebooks" / name).unlink(missing_ok=True)
+    assert [c.text for c in reports["undeclared"].unsupported] == ["two layers", "learning rate of 1e-3"]
+    assert "said to be chapter 95's" in reports["undeclared"].failures[1]
+    misquoted = reports["misquoted"]
+    assert not misquoted.unsupported and len(misquoted.problems) == 1, misquoted.failures
+    assert "never gives that value (it gives 0.003)" in misquoted.problems[0]
+    assert not reports["corrected"].failures, reports["corrected"].failures
+    assert [c.text for c in reports["corrected"].quoted] == ["learning rate of 3e-3", "one thread", "six epochs"]
+
+
+def test_a_setting_said_to_be_two_chapters_is_checked_against_both():
+    five = _notebook(("code", "opt = Adam(params, lr=3e-3)", None))
+    six = _notebook(("code", "opt = Adam(params, lr=1e-3)", None))
+    sentence = "Adam at a constant learning rate of $10^{-3}$, as in chapters 94 and 95."
+    key = "learning rate of $10^{-3}$"
+    one_source = _notebook(("markdown", sentence, {"quotes": {key: "notebooks/95_claims_six.ipynb:lr"}}))
+    both = _notebook(
+        (
+            "markdown",
+            sentence,
+            {"quotes": {key: ["notebooks/94_claims_five.ipynb:lr", "notebooks/95_claims_six.ipynb:lr"]}},
+        )
+    )
+    names = ("94_claims_five.ipynb", "95_claims_six.ipynb", "96_claims_quoting.ipynb")
+    try:
+        _write(five, names[0])
+        _write(six, names[1])
+        partial = check_notebook(_write(one_source, names[2]))
+        checked = check_notebook(_write(both, names[2]))
+    finally:
+        for name in names:
+            (ROOT / "notebooks" / name).unlink(missing_ok=True)
+    assert len(partial.problems) == 1 and "said to be chapters 94 and 95's" in partial.problems[0], partial.failures
+    assert len(checked.problems) == 1 and "94_claims_five.ipynb's lr" in checked.problems[0], checked.failures
+
+
+def test_a_page_declares_a_setting_it_says_is_a_chapters_and_the_declaration_is_checked():
+    import claims
+
+    notebook = _notebook(("code", "EPOCHS = 4", None))
+    page = ROOT / "book" / "_claims_test.md"
+    try:
+        _write(notebook, "93_claims_nb.ipynb")
+        page.write_text("Chapter 93 trains four epochs to keep its run short.\n")
+        undeclared = claims.check_page(page)
+        page.write_text(
+            '% quotes: "four epochs" notebooks/93_claims_nb.ipynb:EPOCHS\n\n'
+            "Chapter 93 trains four epochs to keep its run short.\n"
+        )
+        declared = claims.check_page(page)
+        notebook.cells[0].source = "EPOCHS = 5"
+        _write(notebook, "93_claims_nb.ipynb")
+        stale = claims.check_page(page)
+    finally:
+        page.unlink(missing_ok=True)
+        (ROOT / "notebooks" / "93_claims_nb.ipynb").unlink(missing_ok=True)
+    assert [c.text for c in undeclared.unsupported] == ["four epochs"]
+    assert not declared.failures and [c.text for c in declared.quoted] == ["four epochs"]
+    assert len(stale.problems) == 1 and "now sets to 5" in stale.problems[0]

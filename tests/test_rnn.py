@@ -58,7 +58,7 @@ def test_encoder_without_mask_reads_padding_as_tokens():
 def test_seq2seq_shapes_and_attention_weights(attention):
     model = _model(attention)
     batch = make_batch(SOURCES, TARGETS)
-    logits, weights = model(batch.src, batch.src_padding_mask, batch.tgt_in, return_attention=True)
+    logits, weights = model(batch.src, batch.src_padding_mask, batch.tgt_in, need_weights=True)
     assert logits.shape == (3, 5, 13)
     if not attention:
         assert weights is None

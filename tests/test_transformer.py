@@ -578,7 +578,7 @@ def test_encode_then_decode_equals_forward(seed):
     torch.testing.assert_close(
         model.decode(tgt_in, memory, src_padding_mask), model(src, src_padding_mask, tgt_in), rtol=1e-13, atol=1e-14
     )
-    logits, maps = model(src, src_padding_mask, tgt_in, return_attention=True)
+    logits, maps = model(src, src_padding_mask, tgt_in, need_weights=True)
     torch.testing.assert_close(logits, model(src, src_padding_mask, tgt_in), rtol=0, atol=ATOL)
     L, h = model.config.num_layers, model.config.num_heads
     B, S, T = src.shape[0], src.shape[1], tgt_in.shape[1]
@@ -601,7 +601,7 @@ def test_encode_then_decode_equals_forward(seed):
 def test_cached_steps_equal_forward_and_uncached_steps(seed, norm_first):
     model, s, src, src_padding_mask, tgt_in, _ = _model_and_batch(seed, norm_first)
     model.eval()
-    logits, maps = model(src, src_padding_mask, tgt_in, return_attention=True)
+    logits, maps = model(src, src_padding_mask, tgt_in, need_weights=True)
     states = {cache: model.start(src, src_padding_mask, cache=cache) for cache in (True, False)}
     for t in range(s["T"]):
         for cache in (True, False):

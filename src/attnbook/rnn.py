@@ -348,11 +348,11 @@ class Seq2Seq(nn.Module):
         src: torch.Tensor,
         src_padding_mask: torch.Tensor | None,
         tgt_in: torch.Tensor,
-        return_attention: bool = False,
+        need_weights: bool = False,
     ):
         """Teacher-forced logits ``(B, T, V)``.
 
-        With ``return_attention``, also the weights ``(B, T, S)`` (``None`` for the plain model).
+        With ``need_weights``, also the weights ``(B, T, S)`` (``None`` for the plain model).
         """
         if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
             raise ValueError(f"tgt_in must have shape (B, T) with B = {src.shape[0]}, got shape {tuple(tgt_in.shape)}")
@@ -361,7 +361,7 @@ class Seq2Seq(nn.Module):
             logits, _, weights = self.decoder(tgt_in, state)
         else:
             (logits, _), weights = self.decoder(tgt_in, state), None
-        return (logits, weights) if return_attention else logits
+        return (logits, weights) if need_weights else logits
 
     def step(self, tokens: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, DecoderState]:
         """One decoding step: previous tokens ``(B,)`` -> next-token logits ``(B, V)`` and the new state."""

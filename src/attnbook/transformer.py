@@ -500,7 +500,7 @@ class Transformer(nn.Module):
     """The encoder–decoder Transformer (Vaswani et al. 2017), following the library's protocol.
 
     ``forward(src (B, S), src_padding_mask (B, S) or None, tgt_in (B, T))`` returns the
-    teacher-forced logits ``(B, T, tgt_vocab_size)``; ``return_attention=True``
+    teacher-forced logits ``(B, T, tgt_vocab_size)``; ``need_weights=True``
     adds every layer's weights (:class:`AttentionMaps`). ``tgt_padding_mask (B, T)``
     may mark target padding; it changes nothing at real positions, which the
     causal mask already keeps from reading the padding after them.
@@ -567,15 +567,15 @@ class Transformer(nn.Module):
 
     # --- the two halves --------------------------------------------------------------------------
 
-    def encode(self, src: torch.Tensor, src_padding_mask: torch.Tensor | None = None, return_attention: bool = False):
-        """The encoder's output, the *memory* ``(B, S, d_model)``; with ``return_attention``, each layer's weights."""
+    def encode(self, src: torch.Tensor, src_padding_mask: torch.Tensor | None = None, need_weights: bool = False):
+        """The encoder's output, the *memory* ``(B, S, d_model)``; with ``need_weights``, each layer's weights."""
         x = self._embed(src, self.src_embedding, self.config.src_vocab_size, "src")
         self._check_mask(src_padding_mask, src, "src_padding_mask")
         if src_padding_mask is not None and values_checked() and src_padding_mask.all(dim=1).any():
             raise ValueError(
                 "every source sentence needs at least one real token; a row of src_padding_mask is all padding"
             )
-        return self.encoder(x, src_padding_mask, need_weights=return_attention)
+        return self.encoder(x, src_padding_mask, need_weights=need_weights)
 
     def decode(
         self,
@@ -583,11 +583,11 @@ class Transformer(nn.Module):
         memory: torch.Tensor,
         src_padding_mask: torch.Tensor | None = None,
         tgt_padding_mask: torch.Tensor | None = None,
-        return_attention: bool = False,
+        need_weights: bool = False,
     ):
         """Logits ``(B, T, V)`` for target inputs ``tgt_in (B, T)`` given the memory.
 
-        With ``return_attention``, also the weights.
+        With ``need_weights``, also the weights.
         """
         if not isinstance(memory, torch.Tensor) or memory.dim() != 3 or memory.shape[-1] != self.config.d_model:
             raise ValueError(
@@ -600,8 +600,8 @@ class Transformer(nn.Module):
         self._check_mask(tgt_padding_mask, tgt_in, "tgt_padding_mask")
         if src_padding_mask is not None:
             self._check_mask(src_padding_mask, memory[..., 0], "src_padding_mask")
-        out = self.decoder(x, memory, src_padding_mask, tgt_padding_mask, need_weights=return_attention)
-        if return_attention:
+        out = self.decoder(x, memory, src_padding_mask, tgt_padding_mask, need_weights=need_weights)
+        if need_weights:
             x, self_weights, cross_weights = out
             return self.output(x), self_weights, cross_weights
         return self.output(out)
@@ -612,19 +612,19 @@ class Transformer(nn.Module):
         src_padding_mask: torch.Tensor | None,
         tgt_in: torch.Tensor,
         tgt_padding_mask: torch.Tensor | None = None,
-        return_attention: bool = False,
+        need_weights: bool = False,
     ):
-        """Teacher-forced logits ``(B, T, V)``; with ``return_attention``, also an :class:`AttentionMaps`."""
+        """Teacher-forced logits ``(B, T, V)``; with ``need_weights``, also an :class:`AttentionMaps`."""
         if isinstance(src, torch.Tensor) and isinstance(tgt_in, torch.Tensor) and src.dim() == 2 and tgt_in.dim() == 2:
             if tgt_in.shape[0] != src.shape[0]:
                 raise ValueError(
                     f"tgt_in must have shape (B, T) with B = {src.shape[0]}, got shape {tuple(tgt_in.shape)}"
                 )
-        if not return_attention:
+        if not need_weights:
             return self.decode(tgt_in, self.encode(src, src_padding_mask), src_padding_mask, tgt_padding_mask)
-        memory, enc_weights = self.encode(src, src_padding_mask, return_attention=True)
+        memory, enc_weights = self.encode(src, src_padding_mask, need_weights=True)
         logits, dec_weights, cross_weights = self.decode(
-            tgt_in, memory, src_padding_mask, tgt_padding_mask, return_attention=True
+            tgt_in, memory, src_padding_mask, tgt_padding_mask, need_weights=True
         )
         return logits, AttentionMaps(enc_weights, dec_weights, cross_weights)
 
