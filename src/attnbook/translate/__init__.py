@@ -53,7 +53,7 @@ The package, one job a module, in the order a run needs them:
 :mod:`~attnbook.translate.model`                the model's configuration from the settings, the model
 :mod:`~attnbook.translate.cluster`              the device, and the processes of ``torchrun``
 :mod:`~attnbook.translate.run_folder`           the run folder, written and read back
-:mod:`~attnbook.translate.budget`               the budget: where a run stands, what is left, when to save
+:mod:`~attnbook.translate.budget`               the budget, its plan, and where a run stands
 :mod:`~attnbook.translate.train`                the training loop, top to bottom
 :mod:`~attnbook.translate.decoding`             many sentences, by beam search or greedily
 :mod:`~attnbook.translate.choose`               the decoding chosen on the validation pairs

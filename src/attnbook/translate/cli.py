@@ -18,8 +18,9 @@ import os
 import sys
 from collections.abc import Sequence
 
+from .budget import Budget
 from .console import PROGRAM, CommandError, Console
-from .settings import Budget, Decoding, RunSettings, add_options
+from .settings import Decoding, RunSettings, add_options
 
 __all__ = ["build_parser", "main"]
 

@@ -1,5 +1,8 @@
 """``attnbook-translate train``: a new run from a pairs file, or ``--resume`` of a run that stopped.
 
+The budget is read from the command line once (:func:`read_budget`), or, when
+a run resumes without one, from the run folder, and handed to the run as the
+object :class:`~attnbook.translate.budget.Budget` (the time in seconds).
 A new run reads and splits the pairs, builds the vocabularies from the
 training pairs, fits the settings to the device (a GPU: :func:`fit_to_device`)
 and, with a time budget on a CPU, to the passes over the training pairs that
@@ -13,7 +16,6 @@ agrees with it, and continues from its checkpoint's training state. Either way
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -21,6 +23,7 @@ from pathlib import Path
 from ..data import BucketBatchSampler, Pair, PairDataset, Vocab
 from ..files import write_json
 from ..train import read_checkpoint
+from .budget import Budget, Where
 from .choose import choose_decoding, save_decoding
 from .cluster import Cluster
 from .console import CommandError, Console
@@ -49,7 +52,6 @@ from .run_pairs import (
 from .settings import (
     FEW_PASSES,
     FEW_PASSES_FROM,
-    Budget,
     RunSettings,
     few_passes_recipe,
     flag,
@@ -60,7 +62,7 @@ from .settings import (
 from .tokens import RunTokens
 from .train import PreparedRun, probe_seconds_per_step, train_run
 
-__all__ = ["cmd_train"]
+__all__ = ["cmd_train", "read_budget"]
 
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
@@ -71,11 +73,9 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     try:
         if args.resume:
             run = resume_run(args, out, console)
-            budget = _budget(args, run.config.get("budget"), console)
         else:
-            budget = _budget(args, None, console)
-            run = new_run(args, out, cluster, console, budget)
-        run.config["budget"] = asdict(budget)
+            run = new_run(args, out, cluster, console, read_budget(args, None, console))
+        run.config["budget"] = run.budget.record()
         # Every process has checked --out (a new run refuses a folder that holds one) before the first writes into it.
         cluster.barrier()
         if cluster.is_first:
@@ -88,12 +88,10 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         cluster.stop()
 
 
-def new_run(
-    args: argparse.Namespace, out: Path, cluster: Cluster, console: Console, budget: Budget | None = None
-) -> PreparedRun:
+def new_run(args: argparse.Namespace, out: Path, cluster: Cluster, console: Console, budget: Budget) -> PreparedRun:
     """Read and split the pairs, build the vocabularies, fit the recipe to the device and the passes: a new run.
 
-    With a time budget (``budget``) on a CPU, the recipe follows the passes that the measured speed allows
+    With a time budget on a CPU, the recipe follows the passes that the measured speed allows
     (:func:`fit_to_pace`).
     """
     if (out / CHECKPOINT_FILE).exists() or (out / CONFIG_FILE).exists():
@@ -127,7 +125,7 @@ def new_run(
     chosen = set(given(RunSettings, args))
     settings, fitted = fit_to_device(settings, chosen, cluster.device, len(tgt_vocab))
     recipe, spent = None, 0.0
-    if budget is not None and budget.minutes and cluster.device.type == "cpu" and settings.arch == "transformer":
+    if budget.seconds and cluster.device.type == "cpu" and settings.arch == "transformer":
         start = time.monotonic()
         settings, recipe = fit_to_pace(settings, chosen, budget, train_pairs, src_vocab, tgt_vocab, cluster)
         spent = time.monotonic() - start if recipe else 0.0
@@ -159,9 +157,9 @@ def new_run(
     if recipe:
         console.say(describe_recipe(recipe, budget))
     # the probe's seconds count in the time budget, up to half of it: a budget shorter than the probe still trains
-    charged = min(spent, budget.minutes * 30) if recipe else 0.0
+    charged = min(spent, budget.seconds / 2) if recipe else 0.0
     return PreparedRun(
-        config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, out, tokens=tokens, spent=charged
+        config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, out, budget, tokens=tokens, spent=charged
     )
 
 
@@ -178,10 +176,12 @@ def fit_to_pace(
 
     A few training steps of the model the settings make are timed
     (:func:`~attnbook.translate.train.probe_seconds_per_step`, on the first
-    process's clock for every process); from :data:`FEW_PASSES_FROM` up to
-    :data:`FEW_PASSES` passes the settings that ``chosen`` (the command line's)
-    does not name follow :func:`few_passes_recipe`. ``None`` when there are too few pairs for a
-    batch (training then says so).
+    process's clock for every process); the budget's plan at that speed
+    (:meth:`~attnbook.translate.budget.Budget.plan`) says how many passes it
+    allows, and from :data:`FEW_PASSES_FROM` up to :data:`FEW_PASSES` passes the
+    settings that ``chosen`` (the command line's) does not name follow
+    :func:`few_passes_recipe`. ``None`` when there are too few pairs for a batch
+    (training then says so).
     """
     lengths = PairDataset(train_pairs, src_vocab, tgt_vocab).lengths()
     sampler = BucketBatchSampler(lengths, batch_tokens=settings.batch_tokens, seed=settings.seed)
@@ -191,8 +191,7 @@ def fit_to_pace(
     config = model_config(settings, len(src_vocab), len(tgt_vocab))
     per_step = probe_seconds_per_step(settings, config, train_pairs, src_vocab, tgt_vocab, cluster.device)
     (per_step,) = cluster.all_sum([per_step if cluster.is_first else 0.0])
-    steps = min(budget.minutes * 60 / per_step, budget.steps or math.inf)
-    passes = min(steps / steps_per_epoch, budget.epochs or math.inf)
+    passes = budget.plan(Where(steps_per_epoch), per_step).epochs_allowed
     changes = few_passes_recipe(passes, chosen)
     recipe = {
         "seconds_per_step": per_step,
@@ -239,8 +238,9 @@ def resume_run(args: argparse.Namespace, out: Path, console: Console) -> Prepare
         raise CommandError(f"cannot resume from {checkpoint}: {one_line(err)}") from None
     if not isinstance(state, dict):
         raise CommandError(f"{checkpoint} holds no training state to resume from")
+    budget = read_budget(args, config.get("budget"), console)
     return PreparedRun(
-        config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, out, tokens=tokens, state=state
+        config, settings, src_vocab, tgt_vocab, train_pairs, valid_pairs, out, budget, tokens=tokens, state=state
     )
 
 
@@ -275,12 +275,15 @@ def _choose_decoding(prepared: PreparedRun, cluster: Cluster, console: Console) 
     save_decoding(prepared.folder, choice)
 
 
-def _budget(args: argparse.Namespace, stored: dict | None, console: Console) -> Budget:
-    """The budget the command line gives, else the stored one (on resuming), else 10 minutes."""
-    budget = from_args(Budget, args, None if given(Budget, args) else stored)
-    if not (budget.minutes or budget.epochs or budget.steps):
+def read_budget(args: argparse.Namespace, stored: dict | None, console: Console) -> Budget:
+    """The budget the command line gives, else the one the run folder records (on resuming), else 10 minutes."""
+    if given(Budget, args) or not stored:
+        budget = from_args(Budget, args)
+    else:
+        budget = Budget.from_record(stored)
+    if not (budget.seconds or budget.epochs or budget.steps):
         console.say("budget: 10 minutes (the default; say --minutes M or --epochs E)")
-        budget = Budget(minutes=10.0)
+        budget = Budget(seconds=10 * 60.0)
     return budget
 
 

@@ -1,13 +1,14 @@
 """The settings of the command line, each declared once: its default, its help, its rule.
 
-Three dataclasses hold every setting the commands take:
+Dataclasses hold every setting the commands take:
 
 - :class:`RunSettings`, what defines a run (the model and the training
   recipe): stored in the run folder's ``config.json``, and a resumed run must
   agree with them;
-- :class:`Budget`, how long to train (``--minutes``, ``--epochs``, ``--steps``),
-  which a resumed run may extend;
-- :class:`Decoding`, how ``evaluate`` and ``translate`` decode.
+- :class:`Decoding`, how ``evaluate`` and ``translate`` decode;
+- and, declared the same way beside the decisions it takes,
+  :class:`~attnbook.translate.budget.Budget`, how long to train (``--minutes``,
+  ``--epochs``, ``--steps``), which a resumed run may extend.
 
 Each field is declared with :func:`setting`: its default, its help text, and
 the rule its value must follow. The parser's options (:func:`add_options`),
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any
 
 from .. import train
@@ -42,7 +43,6 @@ __all__ = [
     "few_passes_recipe",
     "setting",
     "RunSettings",
-    "Budget",
     "Decoding",
     "add_options",
     "from_args",
@@ -148,6 +148,7 @@ class Option:
     rule: Rule | None = None
     off: tuple[str, str] | None = None  # a True/False setting: the flag that turns it off, and its help
     aliases: tuple[str, ...] = ()  # older spellings of the flag, still accepted
+    flag: str | None = None  # the flag, when it is not the field's name (a budget's seconds are given in --minutes)
 
 
 def setting(default: Any, help: str, **option: Any) -> Any:
@@ -163,6 +164,11 @@ def vocabulary_size(help: str, low: int, why: str) -> Any:
 def flag(name: str) -> str:
     """The command-line flag of a setting: ``d_model`` → ``--d-model``."""
     return "--" + name.replace("_", "-")
+
+
+def _flag_of(f: Field) -> str:
+    """The flag of a declared field: its option's own, else its name's."""
+    return f.metadata["option"].flag or flag(f.name)
 
 
 @dataclass(frozen=True)
@@ -295,29 +301,6 @@ class RunSettings:
 
 
 @dataclass(frozen=True)
-class Budget:
-    """How long ``train`` runs: whichever of the three ends first (10 minutes when none is given)."""
-
-    minutes: float | None = setting(
-        None, "train for M minutes of wall-clock time", kind=float, metavar="M", rule=above(0)
-    )
-    epochs: int | None = setting(
-        None, "train for E passes over the training pairs", kind=int, metavar="E", rule=at_least(1)
-    )
-    steps: int | None = setting(None, "train for N optimizer steps", kind=int, metavar="N", rule=at_least(1))
-
-    def __str__(self) -> str:
-        parts = []
-        if self.minutes:
-            parts.append(f"{self.minutes:g} minutes")
-        if self.epochs:
-            parts.append(f"{self.epochs} epochs")
-        if self.steps:
-            parts.append(f"{self.steps} steps")
-        return " or ".join(parts)
-
-
-@dataclass(frozen=True)
 class Decoding:
     """How ``evaluate`` and ``translate`` turn a source sentence into its translation."""
 
@@ -359,11 +342,11 @@ def add_options(parser: argparse.ArgumentParser, cls: type, groups: dict[str, An
         shown = f" (default {f.default})" if f.default is not None else ""
         if option.off is not None:  # a pair of flags, one for True and one for False
             pair = where.add_mutually_exclusive_group()
-            pair.add_argument(flag(f.name), dest=f.name, action="store_const", const=True, help=option.help)
+            pair.add_argument(_flag_of(f), dest=f.name, action="store_const", const=True, help=option.help)
             pair.add_argument(option.off[0], dest=f.name, action="store_const", const=False, help=option.off[1])
             continue
         where.add_argument(
-            flag(f.name),
+            _flag_of(f),
             *option.aliases,
             dest=f.name,
             type=option.kind or type(f.default),
@@ -396,7 +379,7 @@ def check(instance: Any) -> None:
         value = getattr(instance, f.name)
         complaint = rule(value) if rule is not None and value is not None else None
         if complaint:
-            raise CommandError(f"{flag(f.name)} {complaint}")
+            raise CommandError(f"{_flag_of(f)} {complaint}")
 
 
 def given(cls: type, args: argparse.Namespace) -> dict[str, Any]:
@@ -406,5 +389,6 @@ def given(cls: type, args: argparse.Namespace) -> dict[str, Any]:
 
 def option_name(cls: type, name: str) -> str:
     """How the command line spells a field: ``--norm-first/--post-norm`` for a pair of flags."""
-    option: Option = next(f.metadata["option"] for f in fields(cls) if f.name == name)
-    return flag(name) + (f"/{option.off[0]}" if option.off else "")
+    declared = next(f for f in fields(cls) if f.name == name)
+    option: Option = declared.metadata["option"]
+    return _flag_of(declared) + (f"/{option.off[0]}" if option.off else "")

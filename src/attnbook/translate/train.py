@@ -3,27 +3,30 @@
 :func:`train_run` is the whole of it. It builds the model (or restores it,
 with the optimizer, the schedule and the random state, when a run resumes),
 wraps it in :class:`~torch.nn.parallel.DistributedDataParallel` under
-``torchrun``, and trains:
+``torchrun`` (:class:`_Learner`: the weights, what moves them, and the step), and trains:
 
 - each epoch, every process builds the same length-bucketed batches
   (:class:`attnbook.data.BucketBatchSampler`, a token budget) and takes every
-  N-th; a resumed run starts at the saved batch of the saved epoch, so it takes
-  the very batches an uninterrupted one would have;
+  N-th (:class:`_Batches`); a resumed run starts at the saved batch of the saved
+  epoch, so it takes the very batches an uninterrupted one would have;
 - a step: forward (in mixed precision where the run computes in bfloat16),
   the label-smoothed loss, backward, clipping, the optimizer, the schedule.
   Nothing in it waits for the device: the losses and target tokens add up on
-  the device and are read when the log is written, and on a GPU the next
-  batches are made ready on the host (pinned memory, copies that do not
-  block) while the device computes;
+  the device and are read when the log is written (:class:`_Losses`), and on a
+  GPU the next batches are made ready on the host (pinned memory, copies that
+  do not block) while the device computes;
 - after the step, :class:`~attnbook.translate.budget.Progress` says whether the
   budget is spent, a periodic save is due, or Ctrl-C asked to stop (then the
-  step's state is saved first); once the speed is measured
-  (:class:`~attnbook.translate.budget.Pace`), the warm-up, ``--dropout auto``
-  and the snapshots for ``--average`` are fitted to the steps the budget allows;
-- after each epoch: the validation loss, the checkpoint, ``best.pt`` when the
-  loss is the lowest so far, and ``--late-dropout`` when it is not;
+  step's state is saved first); once the speed is measured, the budget's plan
+  (:meth:`~attnbook.translate.budget.Budget.plan`) fits the warm-up,
+  ``--dropout auto`` and the snapshots for ``--average`` to the steps it allows;
+- after each epoch (:func:`_end_epoch`): the validation loss, the checkpoint,
+  ``--late-dropout`` when the loss is not the lowest so far, ``best.pt`` when it is;
 - at the end, the last snapshots of the weights averaged, kept if that lowers
   the validation loss.
+
+What the loop changes as it goes, besides the weights, the optimizer and the
+schedule, is one object, :class:`_State`, passed to the functions that change it.
 
 Before a new run with a time budget on a CPU starts, :func:`probe_seconds_per_step`
 times a few steps of its model on a copy thrown away after, so that the
@@ -68,12 +71,12 @@ from ..train import (
     teacher_forced_logits,
 )
 from ..transformer import PositionwiseFFN
-from .budget import PROBE_STEPS, SKIP_STEPS, START, Pace, Progress
+from .budget import AVERAGE_SPAN, START, WARMUP_SHARE, Budget, Pace, Plan, Position, Progress
 from .cluster import Cluster
 from .console import PROGRAM, CommandError, Console, format_duration
 from .model import build_model, precision
 from .run_folder import BEST_FILE, CHECKPOINT_FILE, LOG_FILE, TrainingLog, best_valid_loss, one_line
-from .settings import AUTO, AUTO_DROPOUT_EPOCHS, MORE_DROPOUT, MORE_DROPOUT_EPOCHS, Budget, RunSettings, auto_dropout
+from .settings import AUTO, AUTO_DROPOUT_EPOCHS, MORE_DROPOUT, MORE_DROPOUT_EPOCHS, RunSettings
 from .tokens import RunTokens
 from .utilisation import describe_utilisation, peak_flops
 
@@ -84,20 +87,12 @@ __all__ = [
     "probe_seconds_per_step",
     "WARMUP_SHARE",
     "AVERAGE_SPAN",
-    "Interrupted",
 ]
-
-#: A run with a budget in minutes shortens its warm-up to at most this share of the steps the budget allows, as
-#: soon as its speed is measured: the warm-up that suits a fast machine would take a slow one's whole budget.
-WARMUP_SHARE = 0.1
-#: ``--average N`` averages N snapshots of the weights taken at equal intervals over this share of the
-#: session's last steps, the final weights the last of them (the paper averages its last checkpoints).
-AVERAGE_SPAN = 0.2
 
 
 @dataclass
 class PreparedRun:
-    """A run ready to train: its folder, configuration, vocabularies and pairs; when it resumes, its saved state."""
+    """A run ready to train: its folder, configuration, budget, vocabularies and pairs; when it resumes, its saved state."""
 
     config: dict
     settings: RunSettings
@@ -106,18 +101,10 @@ class PreparedRun:
     train_pairs: list[Pair]
     valid_pairs: list[Pair]
     folder: Path  # where the run is written: --out
+    budget: Budget  # what it trains within (config.json records it, in minutes)
     tokens: RunTokens | None = None  # new runs: written once, beside the vocabularies
     state: dict | None = None  # resumed runs: the training state of the checkpoint
     spent: float = 0.0  # new runs: seconds of the time budget already spent (timing the steps to choose the recipe)
-
-    @property
-    def budget(self) -> Budget:
-        """What the run trains within, as its configuration records it (``train`` stores it there)."""
-        return Budget(**self.config["budget"])
-
-
-class Interrupted(Exception):
-    """Ctrl-C (or SIGTERM) was honoured: the step finished and the state was saved."""
 
 
 def train_run(
@@ -129,8 +116,7 @@ def train_run(
     log_every: int = 50,
 ) -> int:
     """Train a prepared run within its budget, saving into its folder; 0, or 130 when Ctrl-C stopped it."""
-    s, resumed, device = run.settings, run.state is not None, cluster.device
-    budget, out = run.budget, run.folder
+    s, device, resumed = run.settings, cluster.device, run.state is not None
     log_every = max(1, log_every)
 
     # --- the model, the optimizer and the schedule: new, or as the checkpoint left them ---------------------
@@ -141,255 +127,395 @@ def train_run(
         model, d_model=s.d_model, warmup=s.warmup, factor=s.lr_factor, fused=True, decay=s.decay
     )
     if resumed:
-        _restore(run.state, out / CHECKPOINT_FILE, model, optimizer, schedule, cluster, console)
+        _restore(run.state, run.folder / CHECKPOINT_FILE, model, optimizer, schedule, cluster, console)
     else:
         torch.manual_seed(s.seed + 1 + cluster.rank)  # dropout: each process its own stream
-    trained = model
-    if cluster.distributed:
-        ids = [device.index] if device.type == "cuda" else None
-        trained = DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)
-    computes_in = f"{str(autocast).removeprefix('torch.')} mixed precision" if autocast else str(weights_dtype)[6:]
-    # --compile: the steps after the first run the model compiled by torch.compile (the first, uncompiled, counts
-    # the model's arithmetic); the weights are the model's, so checkpoints and evaluation do not change
-    stepper = torch.compile(trained, dynamic=True) if s.compile else trained
+    learner = _Learner(model, optimizer, schedule, s, cluster, autocast)  # `model`: the weights; `learner`: the step
 
-    # --- the batches ----------------------------------------------------------------------------------------
-    dataset = PairDataset(run.train_pairs, run.src_vocab, run.tgt_vocab)
-    sampler = BucketBatchSampler(dataset.lengths(), batch_tokens=s.batch_tokens, seed=s.seed)
-    steps_per_epoch = len(sampler.batches(0)) // cluster.world
-    if steps_per_epoch < 1:
-        raise CommandError(
-            f"too few training pairs for {cluster.world} processes: lower --batch-tokens or use fewer processes"
-        )
+    # --- the batches, the budget, and what the loop keeps ---------------------------------------------------
+    batches = _Batches(run, cluster)
     valid_batches = _valid_batches(run, s.batch_tokens)
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None  # to time the steps
+    start = (run.state or {}).get("position", {**START, "seconds": run.spent})
     progress = Progress(
-        budget,
-        (run.state or {}).get("position", {**START, "seconds": run.spent}),
-        steps_per_epoch,
-        cluster,
-        checkpoint_minutes,
-        f"the run in {str(out)!r}",
+        run.budget, start, batches.steps_per_epoch, cluster, checkpoint_minutes, f"the run in {str(run.folder)!r}", sync
     )
-    first_position = progress.start_position
+    log = TrainingLog(run.folder / LOG_FILE if cluster.is_first else None)
+    session = _Session(s, cluster, console, log, run.folder, resumed)
+    stored = (run.state or {}).get("dropout", s.dropout)  # auto: none until the budget is known
+    state = _State(
+        dropout=_set_dropout(model, 0.0 if stored == AUTO else stored),
+        best_loss=best_valid_loss(run.folder) if resumed else math.inf,
+        snapshots=deque(maxlen=s.average),
+        last_epoch=progress.epoch,
+    )
+    learner.follow_budget(progress.share)  # a resumed run's budget may have grown
 
-    def batches_of(epoch: int) -> Iterator[Batch]:
-        """This process's batches of the run's ``epoch``-th epoch (from 0), from where the run stands."""
-        everything = sampler.batches(epoch)
-        mine = everything[cluster.rank :: cluster.world][:steps_per_epoch]
-        sources = _split_anew(run, [i for indices in mine for i in indices], epoch, cluster.rank)
-        if epoch == first_position["epoch"]:
-            mine = mine[first_position["step_in_epoch"] :]
-        for indices in mine:
-            yield collate([(sources.get(i, dataset.src_ids[i]), dataset.tgt_ids[i]) for i in indices])
+    # --- the first lines; without a time budget, the plan is known before the first step --------------------
+    computes_in = f"{str(autocast).removeprefix('torch.')} mixed precision" if autocast else str(weights_dtype)[6:]
+    _first_lines(run, model, progress, session, computes_in)
+    if not progress.timed:  # with one: once the speed is measured
+        plan = progress.plan(average=s.average)
+        state.space_snapshots(plan, log)
+        if s.dropout == AUTO and not resumed:
+            state.dropout = _choose_dropout(plan, model, session)
 
-    # --- what is kept across steps ----------------------------------------------------------------------
-    log = TrainingLog(out / LOG_FILE if cluster.is_first else None)
-    best_loss = best_valid_loss(out) if resumed else math.inf
-    recent: deque = deque(maxlen=s.average)  # (step, weights): the last snapshots, for --average
-    snapshot_every: int | None = None  # steps between snapshots, once the budget's steps are known
-    stored = (run.state or {}).get("dropout", s.dropout)
-    dropout = _set_dropout(model, 0.0 if stored == AUTO else stored)  # auto: none until the budget is known
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
-    pace, paced = Pace(sync=sync), False
-    if isinstance(schedule, LinearDecaySchedule):  # a resumed run's budget may have grown
-        schedule.set_spent(progress.share)
+    # --- the loop -----------------------------------------------------------------------------------------
+    losses = _Losses(device, read_every=1 if device.type == "cpu" else log_every, step=progress.step)
+    with _Signals(console) as signals:
+        for epoch in progress.epochs():
+            learner.train()
+            losses.new_epoch()
+            for batch in _ahead(batches.of(epoch, progress.start_position), device):
+                losses.add(learner(batch), batch.n_real)  # nothing in the step waits for the device
 
-    def save(reason: str) -> None:
-        """The checkpoint, with the training state of every process (written by the first)."""
-        rng = cluster.gather(torch.get_rng_state())  # dropout's random state, of every process
-        cuda_rng = cluster.gather(torch.cuda.get_rng_state(device)) if device.type == "cuda" else []
-        if not cluster.is_first:
-            return
-        position = progress.position()
-        train_state = {
-            "optimizer": optimizer.state_dict(),
-            "scheduler": schedule.state_dict(),
-            "rng": rng,
-            "cuda_rng": cuda_rng,
-            "world": cluster.world,
-            "position": position,
-            "dropout": dropout,
-        }
-        save_checkpoint(out / CHECKPOINT_FILE, model, train_state=train_state, arch=s.arch)
-        log.write(event="checkpoint", reason=reason, position=position)
+                # after the step: the budget, Ctrl-C, saves, the log
+                stop, save_due, interrupted = progress.after_step(batch.n_real, signals.requested)
+                learner.follow_budget(progress.share)
+                if interrupted:
+                    return _stop_interrupted(learner, state, progress, session)
+                if save_due and not stop:
+                    _save("periodic", learner, state, progress, session)
+                _log_step(progress, losses, schedule, session, log_every)
+                if (per_step := progress.measured_pace()) is not None:  # measured, or measured again: re-plan
+                    _follow_pace(per_step, learner, state, progress, session)
+                if cluster.is_first and state.snapshot_due(progress.steps_done):
+                    state.snapshots.append((progress.step, _weights(model)))
+                if stop:
+                    break
+            if not _end_epoch(epoch, losses, valid_batches, learner, state, progress, session):
+                break  # the budget cut the epoch short
 
-    def plan_snapshots(steps: float) -> int | None:
-        """Space ``--average`` snapshots so that they span :data:`AVERAGE_SPAN` of the session's ``steps``."""
-        if s.average < 2 or not math.isfinite(steps):
-            return snapshot_every
-        every = max(1, round(steps * AVERAGE_SPAN / (s.average - 1)))
-        log.write(event="snapshots", steps_allowed=steps, every=every)
-        return every
+    # --- the end: the arithmetic's share of the device's, the average of the snapshots ---------------------
+    model.eval()
+    if learner.flops_per_token:
+        _say_utilisation(learner.flops_per_token, progress, device, autocast or weights_dtype, session)
+    if cluster.is_first and s.average > 1 and valid_batches is not None:
+        _average_snapshots(model, state, progress.step, valid_batches, session)
+    log.write(event="end", stopped_by=progress.stopped_by, position=progress.position())
+    console.say(f"done ({progress.stopped_by}): {run.folder / CHECKPOINT_FILE}; next: {PROGRAM} evaluate {run.folder}")
+    return 0
 
-    def choose_dropout(epochs: float) -> float:
-        """``--dropout auto``: the dropout :func:`auto_dropout` gives for ``epochs`` passes, said and logged."""
-        chosen = _set_dropout(model, auto_dropout(epochs))
-        log.write(event="dropout", reason="auto", epochs_allowed=min(epochs, 1e9), dropout=chosen)
-        shown = "no limit" if math.isinf(epochs) else f"about {epochs:,.1f}"
-        console.say(
-            f"the budget allows {shown} passes over the training pairs: dropout {chosen:g}"
-            + (f" (--dropout auto turns it on from {AUTO_DROPOUT_EPOCHS})" if not chosen else "")
-            + (f" ({MORE_DROPOUT:g} from {MORE_DROPOUT_EPOCHS})" if 0 < chosen < MORE_DROPOUT else "")
+
+# --- What the loop keeps, and the steps it takes ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Session:
+    """What stays the same through a session of training: its settings, its processes and where it writes."""
+
+    settings: RunSettings
+    cluster: Cluster
+    console: Console
+    log: TrainingLog
+    folder: Path  # the run folder
+    resumed: bool  # the session continues a run from its checkpoint
+
+
+@dataclass
+class _State:
+    """What training changes as it goes, besides the weights, the optimizer and the schedule."""
+
+    dropout: float  # the dropout --dropout sets, now (saved with each checkpoint)
+    best_loss: float  # the lowest validation loss so far: best.pt's
+    snapshots: deque  # (step, weights): the last snapshots, for --average (the first process's)
+    last_epoch: int  # the last epoch trained, counted from 1 (an average kept as best.pt records it)
+    snapshot_every: int | None = None  # steps between snapshots, once the steps the budget allows are known
+    paced: bool = False  # the speed has been measured, and the plan followed it
+
+    def space_snapshots(self, plan: Plan, log: TrainingLog) -> None:
+        """Space the snapshots as ``plan`` says, if it says (``--average`` 2 or more, the steps allowed known)."""
+        if plan.snapshot_every is not None:
+            self.snapshot_every = plan.snapshot_every
+            log.write(event="snapshots", steps_allowed=plan.steps_allowed, every=plan.snapshot_every)
+
+    def snapshot_due(self, steps_done: int) -> bool:
+        return bool(self.snapshot_every) and steps_done % self.snapshot_every == 0
+
+
+class _Learner:
+    """The model and what trains it: its optimizer, its schedule, and the training step.
+
+    ``model`` holds the weights, which checkpoints save, evaluation reads and
+    ``--average`` averages. Calling the learner takes a step: the model runs
+    wrapped in :class:`~torch.nn.parallel.DistributedDataParallel` under
+    ``torchrun`` and, with ``--compile``, compiled by :func:`torch.compile`,
+    except on the session's first step (:attr:`first`), which runs uncompiled
+    and counts the model's arithmetic (:attr:`flops_per_token`).
+    """
+
+    def __init__(self, model, optimizer, schedule, settings: RunSettings, cluster: Cluster, autocast) -> None:
+        self.model, self.optimizer, self.schedule = model, optimizer, schedule
+        self.settings, self.autocast = settings, autocast
+        self.wrapped = model
+        if cluster.distributed:
+            ids = [cluster.device.index] if cluster.device.type == "cuda" else None
+            self.wrapped = DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)
+        self.compiled = torch.compile(self.wrapped, dynamic=True) if settings.compile else self.wrapped
+        self.first = True  # the session's first step is still to come
+        self.flops_per_token = 0.0  # the model's arithmetic, counted on the first step
+
+    def __call__(self, batch: _Ready) -> torch.Tensor:
+        """One step on a batch made ready (:func:`training_step`), and the schedule's: the summed loss, not read."""
+        if self.first:
+            with FlopCounterMode(display=False) as counting:
+                loss_sum = self._step(self.wrapped, batch)
+            self.flops_per_token, self.first = counting.get_total_flops() / batch.n_real, False
+        else:
+            loss_sum = self._step(self.compiled, batch)
+        self.schedule.step()
+        return loss_sum
+
+    def _step(self, forward: nn.Module, batch: _Ready) -> torch.Tensor:
+        return training_step(
+            forward, self.model, self.optimizer, batch.on_device, batch.n_real, self.settings, self.autocast
         )
-        return chosen
 
-    # --- the first lines ----------------------------------------------------------------------------------
+    def train(self) -> None:
+        self.wrapped.train()
+
+    def follow_budget(self, share: float) -> None:
+        """A rate that falls in a straight line to zero falls with the ``share`` of the budget spent."""
+        if isinstance(self.schedule, LinearDecaySchedule):
+            self.schedule.set_spent(share)
+
+
+class _Batches:
+    """This process's batches, epoch by epoch: every process builds the same batches and takes every N-th."""
+
+    def __init__(self, run: PreparedRun, cluster: Cluster) -> None:
+        self.run, self.rank, self.world = run, cluster.rank, cluster.world
+        self.dataset = PairDataset(run.train_pairs, run.src_vocab, run.tgt_vocab)
+        s = run.settings
+        self.sampler = BucketBatchSampler(self.dataset.lengths(), batch_tokens=s.batch_tokens, seed=s.seed)
+        self.steps_per_epoch = len(self.sampler.batches(0)) // cluster.world
+        if self.steps_per_epoch < 1:
+            raise CommandError(
+                f"too few training pairs for {cluster.world} processes: lower --batch-tokens or use fewer processes"
+            )
+
+    def of(self, epoch: int, start: Position) -> Iterator[Batch]:
+        """The batches of the run's ``epoch``-th epoch (from 0), from where the session ``start``-ed."""
+        mine = self.sampler.batches(epoch)[self.rank :: self.world][: self.steps_per_epoch]
+        sources = _split_anew(self.run, [i for indices in mine for i in indices], epoch, self.rank)
+        if epoch == start["epoch"]:
+            mine = mine[start["step_in_epoch"] :]
+        for indices in mine:
+            yield collate([(sources.get(i, self.dataset.src_ids[i]), self.dataset.tgt_ids[i]) for i in indices])
+
+
+class _Losses:
+    """The summed losses and their target tokens, added up on the device, and read only when due.
+
+    Reading a loss waits for the device: on a GPU it is read every
+    ``read_every`` steps (and whenever the log is written), on a CPU every step.
+    """
+
+    def __init__(self, device: torch.device, read_every: int, step: int) -> None:
+        self.zero = torch.zeros((), dtype=torch.float64, device=device)
+        self.read_every, self.last_read, self.shown = read_every, step, math.nan
+        self.window, self.window_tokens = self.zero.clone(), 0  # since the last reading
+        self.epoch, self.epoch_tokens = self.zero.clone(), 0  # this epoch's, this process's
+
+    def new_epoch(self) -> None:
+        self.epoch, self.epoch_tokens = self.zero.clone(), 0
+
+    def add(self, loss_sum: torch.Tensor, tokens: int) -> None:
+        summed = loss_sum.double()
+        self.window += summed
+        self.epoch += summed
+        self.window_tokens, self.epoch_tokens = self.window_tokens + tokens, self.epoch_tokens + tokens
+
+    def read(self, step: int, now: bool = False) -> float:
+        """The mean loss a token since the last reading, read ``now`` or when due; else the last one read."""
+        if now or step - self.last_read >= self.read_every:
+            self.shown = float(self.window) / max(self.window_tokens, 1)
+            if not math.isfinite(self.shown):
+                raise FloatingPointError(
+                    f"the loss became {self.shown} between steps {self.last_read + 1:,} and "
+                    f"{step:,}: lower the learning rate (--lr-factor)"
+                )
+            self.window.zero_()
+            self.window_tokens, self.last_read = 0, step
+        return self.shown
+
+
+def _first_lines(run: PreparedRun, model: nn.Module, progress: Progress, session: _Session, computes_in: str) -> None:
+    """The model, the budget and the device, said and logged."""
+    s, cluster = run.settings, session.cluster
     n_params = sum(p.numel() for p in model.parameters())
-    where = f"epoch {progress.epoch + 1}, step {progress.step:,}; budget {budget}" if resumed else str(budget)
-    console.say(
+    budget = run.budget
+    where = f"epoch {progress.epoch + 1}, step {progress.step:,}; budget {budget}" if session.resumed else str(budget)
+    session.console.say(
         f"model: {s.arch}, {n_params:,} parameters, d_model {s.d_model}, {s.num_layers} layers, {s.num_heads} heads; "
-        f"{'resuming at' if resumed else 'training for'} {where} on {cluster.world} × {device.type}, {computes_in}"
+        f"{'resuming at' if session.resumed else 'training for'} {where} on {cluster.world} × "
+        f"{cluster.device.type}, {computes_in}"
     )
-    started = {} if resumed else {"config": run.config}
-    log.write(
-        event="resume" if resumed else "start",
-        **started,
+    session.log.write(
+        event="resume" if session.resumed else "start",
+        **({} if session.resumed else {"config": run.config}),
         world=cluster.world,
-        device=device.type,
+        device=cluster.device.type,
         precision=computes_in,
         position=progress.start_position,
     )
-    if not budget.minutes:  # with minutes: once the speed is measured
-        snapshot_every = plan_snapshots(progress.steps_allowed(None))
-        if s.dropout == AUTO and not resumed:
-            dropout = choose_dropout(progress.epochs_allowed(math.inf))
 
-    # --- the loop -----------------------------------------------------------------------------------------
-    read_every = 1 if device.type == "cpu" else log_every  # reading a loss waits for the device: on a GPU, rarely
-    zero = torch.zeros((), dtype=torch.float64, device=device)
-    window_loss, window_tokens, epoch_loss, epoch_tokens = zero.clone(), 0, zero.clone(), 0
-    shown_loss, last_read, last_epoch = math.nan, progress.step, first_position["epoch"]
-    flops_per_token: float | None = None
-    try:
-        with _Signals(console) as signals:
-            for epoch in range(first_position["epoch"], first_position["epoch"] + progress.epochs_left()):
-                trained.train()
-                epoch_loss, epoch_tokens = zero.clone(), 0
-                for batch in _ahead(batches_of(epoch), device):
-                    # one step (training_step): nothing in it waits for the device
-                    n_tokens = batch.n_real  # counted on the host, before the batch moved
-                    if flops_per_token is None:  # the session's first step, uncompiled, counts the arithmetic
-                        with FlopCounterMode(display=False) as counting:
-                            loss_sum = training_step(trained, model, optimizer, batch.on_device, n_tokens, s, autocast)
-                        flops_per_token = counting.get_total_flops() / n_tokens
-                    else:
-                        loss_sum = training_step(stepper, model, optimizer, batch.on_device, n_tokens, s, autocast)
-                    schedule.step()
-                    summed = loss_sum.double()
-                    window_loss += summed
-                    epoch_loss += summed
-                    window_tokens, epoch_tokens = window_tokens + n_tokens, epoch_tokens + n_tokens
 
-                    # after the step: the budget, Ctrl-C, saves, the log
-                    stop, save_due, interrupted = progress.after_step(n_tokens, signals.requested)
-                    if isinstance(schedule, LinearDecaySchedule):
-                        schedule.set_spent(progress.share)
-                    if interrupted:
-                        save("interrupted")
-                        raise Interrupted
-                    if save_due and not stop:
-                        save("periodic")
-                    logged = progress.step % log_every == 0
-                    if logged or progress.step - last_read >= read_every:
-                        shown_loss = float(window_loss) / max(window_tokens, 1)
-                        if not math.isfinite(shown_loss):
-                            raise FloatingPointError(
-                                f"the loss became {shown_loss} between steps {last_read + 1:,} and "
-                                f"{progress.step:,}: lower the learning rate (--lr-factor)"
-                            )
-                        window_loss.zero_()
-                        window_tokens, last_read = 0, progress.step
-                    if logged:
-                        log.write(
-                            event="step",
-                            **progress.position(),
-                            loss=shown_loss,
-                            lr=schedule.get_last_lr()[0],
-                            tokens_per_second=progress.tokens_per_second(),
-                        )
-                    if console.shows_progress:
-                        console.progress(progress.progress_line(shown_loss))
-
-                    # once the speed is known: the warm-up, --dropout auto, the snapshots, fitted to the budget
-                    per_step = pace.after_step(progress.steps_done) if budget.minutes else None
-                    if per_step is not None:
-                        allowed = progress.steps_allowed(per_step)
-                        if not paced and not resumed:
-                            allowed = _fit_warmup(schedule, per_step, allowed, cluster, log, console)
-                            if s.dropout == AUTO:
-                                dropout = choose_dropout(progress.epochs_allowed(allowed))
-                        paced = True
-                        snapshot_every = plan_snapshots(allowed)
-                    if snapshot_every and progress.steps_done % snapshot_every == 0 and cluster.is_first:
-                        recent.append((progress.step, _weights(model)))
-                    if stop:
-                        break
-
-                # after the epoch (one the budget cut short too): validation, the checkpoint, best.pt
-                loss_sum, tokens = cluster.all_sum([float(epoch_loss), float(epoch_tokens)])
-                valid_loss = evaluate(model, valid_batches, pad_id=0) if valid_batches is not None else None
-                position, complete = progress.end_epoch()
-                save("epoch" if complete else "budget")
-                line = {
-                    "epoch": epoch + 1,
-                    "complete": complete,
-                    "train_loss": loss_sum / max(tokens, 1),
-                    "valid_loss": valid_loss,
-                    "valid_perplexity": math.exp(min(valid_loss, 50)) if valid_loss is not None else None,
-                    "tokens_per_second": progress.tokens_per_second(),
-                    "seconds": position["seconds"],
-                    "step": position["step"],
-                }
-                log.write(event="epoch", **line)
-                improved = valid_loss is not None and valid_loss < best_loss
-                if valid_loss is not None and not improved and complete and s.late_dropout > dropout:
-                    dropout = _set_dropout(model, s.late_dropout)  # learning its pairs by heart: regularize from now
-                    log.write(event="dropout", epoch=epoch + 1, dropout=dropout)
-                    console.say(f"the validation loss did not improve: dropout {dropout:g} from now on")
-                if improved:
-                    best_loss = valid_loss
-                    if cluster.is_first:
-                        save_checkpoint(out / BEST_FILE, model, arch=s.arch, epoch=epoch + 1, valid_loss=valid_loss)
-                        log.write(event="best", epoch=epoch + 1, valid_loss=valid_loss)
-                valid = (
-                    ""
-                    if valid_loss is None
-                    else f", valid loss {valid_loss:.3f} (perplexity {line['valid_perplexity']:.1f})"
-                )
-                last_epoch = epoch + 1
-                cut = "" if complete else " (cut short)"
-                console.say(
-                    f"epoch {epoch + 1}{cut}: train loss {line['train_loss']:.3f}{valid}, "
-                    f"{line['tokens_per_second']:,.0f} target tokens/s, {format_duration(line['seconds'])} so far"
-                )
-                if not complete:
-                    break
-    except Interrupted:
-        step = progress.position()["step"]
-        log.write(event="interrupted", position=progress.position())
-        console.say(f"interrupted: the state after step {step:,} is saved in {out}; continue with --resume")
-        return 130
-    reason = progress.reason or f"epoch budget ({budget.epochs} epochs)"
-    model.eval()
-    if flops_per_token:  # what share of the device's arithmetic the steps used
-        peak = peak_flops(device, autocast or weights_dtype)
-        rate = progress.tokens_per_second()
-        share, line = describe_utilisation(flops_per_token, rate, peak)
-        log.write(
-            event="utilisation",
-            share=share,
-            flops_per_token=flops_per_token,
-            tokens_per_second=rate,
-            peak_flops=peak,
+def _log_step(progress: Progress, losses: _Losses, schedule, session: _Session, log_every: int) -> None:
+    """After a step: the loss read when due, the log every ``log_every`` steps, the progress line on a terminal."""
+    logged = progress.step % log_every == 0
+    shown = losses.read(progress.step, now=logged)
+    if logged:
+        session.log.write(
+            event="step",
+            **progress.position(),
+            loss=shown,
+            lr=schedule.get_last_lr()[0],
+            tokens_per_second=progress.tokens_per_second(),
         )
-        console.say(line)
-    if cluster.is_first and s.average > 1 and valid_batches is not None:
-        _average_snapshots(
-            model, recent, progress.step, valid_batches, best_loss, snapshot_every, last_epoch, s, out, log, console
-        )
-    log.write(event="end", stopped_by=reason, position=progress.position())
-    console.say(f"done ({reason}): {out / CHECKPOINT_FILE}; next: {PROGRAM} evaluate {out}")
-    return 0
+    if session.console.shows_progress:
+        session.console.progress(progress.progress_line(shown))
+
+
+def _follow_pace(per_step: float, learner: _Learner, state: _State, progress: Progress, session: _Session) -> None:
+    """The speed is measured (or measured again): the budget's plan at that speed, followed.
+
+    The first time in a new run, every process follows the first process's
+    plan: the warm-up is shortened to what fits and ``--dropout auto`` chooses;
+    every time, the snapshots are spaced over the steps the plan allows.
+    """
+    fit = not state.paced and not session.resumed
+    plan = progress.plan(per_step, average=session.settings.average, agreed=fit)
+    if fit:
+        _fit_warmup(learner.schedule, plan, per_step, session)
+        if session.settings.dropout == AUTO:
+            state.dropout = _choose_dropout(plan, learner.model, session)
+    state.paced = True
+    state.space_snapshots(plan, session.log)
+
+
+def _fit_warmup(schedule, plan: Plan, per_step: float, session: _Session) -> None:
+    """Shorten the warm-up to the plan's: at most :data:`WARMUP_SHARE` of the steps the time budget allows.
+
+    The schedule's state, saved with each checkpoint, keeps the new warm-up when the run resumes.
+    """
+    if plan.warmup >= schedule.warmup:
+        return
+    # The same peak, reached sooner. (Keeping the factor would raise the peak, and on small batches a peak
+    # about twice as high costs most of what a short run learns: book/results/translator_real.json.)
+    peak = noam_lr(schedule.warmup, schedule.d_model, schedule.warmup, schedule.factor)
+    allowed, was = plan.steps_allowed, schedule.warmup
+    session.log.write(event="warmup", steps_allowed=allowed, warmup=plan.warmup, was=was, peak_lr=peak)
+    session.console.say(
+        f"at {per_step:.2f} s a step, the budget allows about {allowed:,.0f} steps: "
+        f"warm-up shortened from {was} to {plan.warmup} steps (the same peak rate, {peak:.2g})"
+    )
+    shorten_warmup(schedule, plan.warmup)
+
+
+def _choose_dropout(plan: Plan, model: nn.Module, session: _Session) -> float:
+    """``--dropout auto``: the plan's dropout for the passes the budget allows, set, said and logged."""
+    chosen, epochs = _set_dropout(model, plan.dropout), plan.epochs_allowed
+    session.log.write(event="dropout", reason="auto", epochs_allowed=min(epochs, 1e9), dropout=chosen)
+    shown = "no limit" if math.isinf(epochs) else f"about {epochs:,.1f}"
+    session.console.say(
+        f"the budget allows {shown} passes over the training pairs: dropout {chosen:g}"
+        + (f" (--dropout auto turns it on from {AUTO_DROPOUT_EPOCHS})" if not chosen else "")
+        + (f" ({MORE_DROPOUT:g} from {MORE_DROPOUT_EPOCHS})" if 0 < chosen < MORE_DROPOUT else "")
+    )
+    return chosen
+
+
+def _save(reason: str, learner: _Learner, state: _State, progress: Progress, session: _Session) -> None:
+    """The checkpoint, with the training state of every process (written by the first)."""
+    cluster, device = session.cluster, session.cluster.device
+    rng = cluster.gather(torch.get_rng_state())  # dropout's random state, of every process
+    cuda_rng = cluster.gather(torch.cuda.get_rng_state(device)) if device.type == "cuda" else []
+    if not cluster.is_first:
+        return
+    position = progress.position()
+    train_state = {
+        "optimizer": learner.optimizer.state_dict(),
+        "scheduler": learner.schedule.state_dict(),
+        "rng": rng,
+        "cuda_rng": cuda_rng,
+        "world": cluster.world,
+        "position": position,
+        "dropout": state.dropout,
+    }
+    save_checkpoint(
+        session.folder / CHECKPOINT_FILE, learner.model, train_state=train_state, arch=session.settings.arch
+    )
+    session.log.write(event="checkpoint", reason=reason, position=position)
+
+
+def _stop_interrupted(learner: _Learner, state: _State, progress: Progress, session: _Session) -> int:
+    """Ctrl-C (or SIGTERM) honoured after the step: the state saved, said and logged; the exit status, 130."""
+    _save("interrupted", learner, state, progress, session)
+    position = progress.position()
+    session.log.write(event="interrupted", position=position)
+    session.console.say(
+        f"interrupted: the state after step {position['step']:,} is saved in {session.folder}; continue with --resume"
+    )
+    return 130
+
+
+def _end_epoch(
+    epoch: int,
+    losses: _Losses,
+    valid_batches: list[Batch] | None,
+    learner: _Learner,
+    state: _State,
+    progress: Progress,
+    session: _Session,
+) -> bool:
+    """After an epoch (one the budget cut short too): validation, the checkpoint, dropout, best.pt; whether it was complete."""
+    s, log = session.settings, session.log
+    loss_sum, tokens = session.cluster.all_sum([float(losses.epoch), float(losses.epoch_tokens)])
+    valid_loss = evaluate(learner.model, valid_batches, pad_id=0) if valid_batches is not None else None
+    position, complete = progress.end_epoch()
+    _save("epoch" if complete else "budget", learner, state, progress, session)
+    line = {
+        "epoch": epoch + 1,
+        "complete": complete,
+        "train_loss": loss_sum / max(tokens, 1),
+        "valid_loss": valid_loss,
+        "valid_perplexity": math.exp(min(valid_loss, 50)) if valid_loss is not None else None,
+        "tokens_per_second": progress.tokens_per_second(),
+        "seconds": position["seconds"],
+        "step": position["step"],
+    }
+    log.write(event="epoch", **line)
+    improved = valid_loss is not None and valid_loss < state.best_loss
+    if valid_loss is not None and not improved and complete and s.late_dropout > state.dropout:
+        state.dropout = _set_dropout(learner.model, s.late_dropout)  # learning its pairs by heart: regularize from now
+        log.write(event="dropout", epoch=epoch + 1, dropout=state.dropout)
+        session.console.say(f"the validation loss did not improve: dropout {state.dropout:g} from now on")
+    if improved:
+        state.best_loss = valid_loss
+        if session.cluster.is_first:
+            save_checkpoint(
+                session.folder / BEST_FILE, learner.model, arch=s.arch, epoch=epoch + 1, valid_loss=valid_loss
+            )
+            log.write(event="best", epoch=epoch + 1, valid_loss=valid_loss)
+    state.last_epoch = epoch + 1
+    valid = "" if valid_loss is None else f", valid loss {valid_loss:.3f} (perplexity {line['valid_perplexity']:.1f})"
+    session.console.say(
+        f"epoch {epoch + 1}{'' if complete else ' (cut short)'}: train loss {line['train_loss']:.3f}{valid}, "
+        f"{line['tokens_per_second']:,.0f} target tokens/s, {format_duration(line['seconds'])} so far"
+    )
+    return complete
+
+
+def _say_utilisation(flops_per_token: float, progress: Progress, device, dtype, session: _Session) -> None:
+    """What share of the device's arithmetic the steps used, said and logged."""
+    peak = peak_flops(device, dtype)
+    rate = progress.tokens_per_second()
+    share, line = describe_utilisation(flops_per_token, rate, peak)
+    session.log.write(
+        event="utilisation", share=share, flops_per_token=flops_per_token, tokens_per_second=rate, peak_flops=peak
+    )
+    session.console.say(line)
 
 
 # --- The pieces the loop calls ------------------------------------------------------------------------
@@ -587,53 +713,17 @@ def _weights(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
 
-def _fit_warmup(
-    schedule, per_step: float, allowed: float, cluster: Cluster, log: TrainingLog, console: Console
-) -> float:
-    """Shorten the warm-up to at most :data:`WARMUP_SHARE` of the ``allowed`` steps of the time budget.
-
-    ``per_step`` (the measured seconds a step) and ``allowed`` are the first
-    process's and shared, so that every process keeps the same schedule; the
-    schedule's state, saved with each checkpoint, keeps the new warm-up when
-    the run resumes. Never below the steps it took to measure the speed.
-    Returns the steps the budget allows, as every process now knows them.
-    """
-    first = cluster.is_first
-    fitted = max(SKIP_STEPS + PROBE_STEPS, int(WARMUP_SHARE * allowed)) if first else 0
-    fitted, allowed = (int(v) for v in cluster.all_sum([float(fitted), allowed if first else 0.0]))
-    if fitted < schedule.warmup:
-        # The same peak, reached sooner. (Keeping the factor would raise the peak, and on small batches a peak
-        # about twice as high costs most of what a short run learns: book/results/translator_real.json.)
-        peak = noam_lr(schedule.warmup, schedule.d_model, schedule.warmup, schedule.factor)
-        log.write(event="warmup", steps_allowed=allowed, warmup=fitted, was=schedule.warmup, peak_lr=peak)
-        console.say(
-            f"at {per_step:.2f} s a step, the budget allows about {allowed:,.0f} steps: "
-            f"warm-up shortened from {schedule.warmup} to {fitted} steps (the same peak rate, {peak:.2g})"
-        )
-        shorten_warmup(schedule, fitted)
-    return allowed
-
-
 def _average_snapshots(
-    model,
-    recent: deque,
-    final: int,
-    valid_batches,
-    best_loss,
-    every,
-    epoch: int,
-    s: RunSettings,
-    out: Path,
-    log,
-    console,
+    model: nn.Module, state: _State, final: int, valid_batches: list[Batch], session: _Session
 ) -> None:
     """Average the last snapshots of the weights, as the paper averages its last checkpoints; keep the better.
 
-    The final weights and the ``--average`` − 1 snapshots before them, spaced
-    over the last :data:`AVERAGE_SPAN` of the session's steps, are averaged;
-    the average replaces ``best.pt`` only if its validation loss is lower than
-    the best epoch's: measured, not assumed.
+    The final weights (after step ``final``) and the ``--average`` − 1
+    snapshots before them, spaced over the last :data:`AVERAGE_SPAN` of the
+    session's steps, are averaged; the average replaces ``best.pt`` only if its
+    validation loss is lower than the best epoch's: measured, not assumed.
     """
+    recent, best_loss = state.snapshots, state.best_loss
     current = _weights(model)
     if not recent or recent[-1][0] != final:
         recent.append((final, current))
@@ -647,13 +737,16 @@ def _average_snapshots(
     model.load_state_dict(averaged)
     loss = evaluate(model, valid_batches, pad_id=0)
     kept = loss < best_loss
-    log.write(event="average", steps=steps, every=every, valid_loss=loss, best_valid_loss=best_loss, kept=kept)
+    session.log.write(
+        event="average", steps=steps, every=state.snapshot_every, valid_loss=loss, best_valid_loss=best_loss, kept=kept
+    )
     which = f"the average of the weights at steps {', '.join(f'{n:,}' for n in steps)}"
     if kept:
-        save_checkpoint(out / BEST_FILE, model, arch=s.arch, epoch=epoch, valid_loss=loss, averaged=steps)
-        console.say(f"{which} has a lower validation loss ({loss:.3f}): it is the translator")
+        path, epoch = session.folder / BEST_FILE, state.last_epoch
+        save_checkpoint(path, model, arch=session.settings.arch, epoch=epoch, valid_loss=loss, averaged=steps)
+        session.console.say(f"{which} has a lower validation loss ({loss:.3f}): it is the translator")
     else:
-        console.say(f"{which} (validation loss {loss:.3f}) is not better than the best epoch ({best_loss:.3f})")
+        session.console.say(f"{which} (validation loss {loss:.3f}) is not better than the best epoch ({best_loss:.3f})")
     model.load_state_dict(current)
 
 
