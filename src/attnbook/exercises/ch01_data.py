@@ -242,6 +242,12 @@ def _bp_first(hyp_lens, ref_lens):
     return _bp(sum(hyp_lens), sum(refs[0] for refs in ref_lens))
 
 
+def _bp_empty_is_one(hyp_lens, ref_lens):
+    c = sum(hyp_lens)
+    r = sum(_closest(h, refs) for h, refs in zip(hyp_lens, ref_lens))
+    return 1.0 if c >= r or c == 0 else math.exp(1 - r / c)
+
+
 def _bp_with_library(hyp_lens, ref_lens):
     return brevity_penalty(sum(hyp_lens), sum(_closest(h, refs) for h, refs in zip(hyp_lens, ref_lens)))
 
@@ -260,6 +266,7 @@ check_corpus_brevity_penalty = Checker(
         Case("the closest of three references: 9 tokens against 6, 10 and 14", ([9], [[14, 6, 10]])),
         Case("a tie: 9 tokens against 8 and 10", ([9, 4], [[10, 8], [7]])),
         Case("an empty hypothesis in a corpus", ([0, 3], [[4], [3, 5]])),
+        Case("every hypothesis empty: c = 0", ([0, 0], [[4], [3, 5]])),
     ],
     mistakes=[
         Mistake(
@@ -277,6 +284,12 @@ check_corpus_brevity_penalty = Checker(
             "ties to the longer one", "on a tie, the shorter reference counts (sacreBLEU's rule).", _bp_ties_longer
         ),
         Mistake("the first reference only", "choose among all the references, by length.", _bp_first),
+        Mistake(
+            "an empty corpus scored 1",
+            "as c shrinks to 0, 1 - r/c falls to minus infinity and exp(1 - r/c) to 0: with c = 0 (and r > 0) the "
+            "penalty is 0.0, not 1.0. Guard the division: exp(1 - r/c) has no value at c = 0.",
+            _bp_empty_is_one,
+        ),
     ],
     forbidden={
         "attnbook.metrics.brevity_penalty": _bp_with_library,

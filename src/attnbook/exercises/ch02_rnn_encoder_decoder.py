@@ -80,6 +80,30 @@ def _bc_logits(*shape):
     return 2 * torch.randn(*shape, generator=_gs, dtype=torch.float64)
 
 
+def _bc_case(n):
+    """``n`` sentences of ``n`` candidates of ``n`` positions: a loop over any of the three grows with ``n``."""
+    generator = torch.Generator().manual_seed(n)
+    logits = torch.randn(n, n, n, 5, generator=generator, dtype=torch.float64)
+    targets = torch.randint(1, 5, (n, n, n), generator=generator)
+    targets[..., n // 2 + 1 :] = 0  # every candidate padded after its first n // 2 + 1 tokens
+    return Case(f"{n} sentences of {n} candidates of {n} positions", (logits, targets))
+
+
+def _bc_looped(logits, targets, pad_id=0):
+    """Right, but a Python loop over the sentences, the candidates and time: the mistake 'a Python loop'."""
+    B, K, T, V = logits.shape
+    scores = torch.zeros(B, K, dtype=logits.dtype)
+    for b in range(B):
+        for k in range(K):
+            total, n = 0.0, 0
+            for t in range(T):
+                if targets[b, k, t] != pad_id:
+                    total = total + torch.log_softmax(logits[b, k, t], dim=-1)[targets[b, k, t]]
+                    n += 1
+            scores[b, k] = total / n
+    return scores, scores.argmax(dim=-1)
+
+
 check_best_candidate = Checker(
     "best_candidate",
     reference=_best_candidate,
@@ -141,6 +165,8 @@ check_best_candidate = Checker(
     rtol=1e-7,
     forbidden={"attnbook.train.sequence_loss": _bc_with_library, "torch.nn.functional.cross_entropy": _bc_with_torch},
     refuses=CROSS_ENTROPY,
+    loop_free=("sentences, candidates and positions", _bc_case),
+    looped=_bc_looped,
 )
 
 

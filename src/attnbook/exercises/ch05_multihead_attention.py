@@ -334,6 +334,7 @@ check_new_queries_mask = Checker(
         "torch.nn.attention.bias.causal_upper_left",
         "torch.nn.attention.bias.CausalBias",
         "torch.nn.Transformer.generate_square_subsequent_mask",
+        "torch.nn.modules.transformer._generate_square_subsequent_mask",
         "d2l.*",
     ),
 )

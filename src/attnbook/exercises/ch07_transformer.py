@@ -111,7 +111,7 @@ check_encoder_layer = Checker(
         Mistake(
             "no padding mask",
             "the attention must not read the padded source positions: pass key_padding_mask, True where "
-            "position >= length (attnbook.masks.padding_mask builds it).",
+            "position >= length (torch.arange(S) >= src_lengths[:, None] builds it).",
             _enc_no_mask,
         ),
         Mistake(
@@ -152,6 +152,7 @@ check_encoder_layer = Checker(
     rtol=1e-7,
     refuses=(
         "attnbook.transformer.*",
+        "attnbook.masks.padding_mask",  # the text: build the padding mask from the lengths yourself
         "torch.nn.TransformerEncoderLayer",
         "torch.nn.TransformerEncoder",
         "torch.ops.aten._transformer_encoder_layer_fwd",
@@ -387,6 +388,7 @@ check_prefix_lm_mask = Checker(
         "attnbook.transformer.*",
         "attnbook.attention.attention_mask",
         "torch.nn.Transformer.generate_square_subsequent_mask",
+        "torch.nn.modules.transformer._generate_square_subsequent_mask",
         "torch.nn.attention.bias.causal_upper_left",
         "torch.nn.attention.bias.causal_lower_right",
         "torch.nn.attention.bias.CausalBias",

@@ -455,10 +455,17 @@ def _cas_case(name, B, T, S, d, h, lengths):
     return Case(name, (_randn(B, T, d), _randn(B, S, d), src_padding_mask, *weights, h))
 
 
+def _meets(labels: list[set], data: str, weights: set[str]) -> bool:
+    """Whether an operation brings ``data`` (not yet projected) together with one of ``weights`` (not yet applied
+    to it): the work of a projection, be it a matrix product, an einsum, or a multiply then a sum."""
+    return any(data in a and not a & weights for a in labels) and any(a & weights and data not in a for a in labels)
+
+
 def _products(fn, T):
-    """How many matrix products project the memory, and how many project the target, when ``fn`` runs on a case
-    with ``T`` target positions: every tensor is labelled with the inputs it was computed from (memory, y, the
-    weights), and the labels follow each operation."""
+    """How many projections of the memory, and how many of the target, ``fn`` computes on a case with ``T``
+    target positions: every tensor is labelled with the inputs it was computed from (memory, y, the weights), the
+    labels follow each operation, and an operation that first brings the memory and ``w_k`` or ``w_v`` (or the
+    target and ``w_q``) together counts as one projection, whatever operation it is."""
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
 
@@ -467,18 +474,17 @@ def _products(fn, T):
     labels = {id(t): {name} for t, name in [(y, "y"), (memory, "memory"), (w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v")]}
     kept = [y, memory, w_q, w_k, w_v]  # alive, so that no id is reused
     counts = {"memory": 0, "target": 0}
-    products = {"mm", "addmm", "bmm", "baddbmm", "mv", "addmv", "dot"}
 
     class Labels(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             inputs = [t for t in tree_flatten((args, kwargs or {}))[0] if isinstance(t, torch.Tensor)]
-            seen = set().union(*(labels.get(id(t), set()) for t in inputs)) if inputs else set()
-            if func._schema.name.split("::")[-1] in products:
-                if "memory" in seen and "y" not in seen and seen & {"w_k", "w_v"}:
-                    counts["memory"] += 1
-                if "y" in seen and "memory" not in seen and "w_q" in seen:
-                    counts["target"] += 1
+            found = [labels.get(id(t), set()) for t in inputs]
+            seen = set().union(*found) if found else set()
+            if _meets(found, "memory", {"w_k", "w_v"}):
+                counts["memory"] += 1
+            if _meets(found, "y", {"w_q"}):
+                counts["target"] += 1
             for t in tree_flatten(out)[0]:
                 if isinstance(t, torch.Tensor):
                     labels[id(t)] = labels.get(id(t), set()) | seen
@@ -510,11 +516,12 @@ def _uses_its_cache(fn):
             f"for 6: {_NO_CACHE}",
         )
     if many["target"] <= few["target"]:
-        return (
-            "the whole target at once",
-            f"the target was projected {few['target']} times for 2 positions and {many['target']} times for 6: "
-            f"{_ALL_AT_ONCE}",
-        )
+        times = f"{few['target']} time{'s' if few['target'] != 1 else ''}"
+        if many["target"] != few["target"]:
+            times += f" for 2 positions and {many['target']} for 6"
+        else:
+            times += ", whether it had 2 positions or 6"
+        return ("the whole target at once", f"the target's queries were projected {times}: {_ALL_AT_ONCE}")
     return None
 
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import copy
+import functools
 import math
+import types
 
+import numpy as np
 import torch
 
 from . import NO_MODEL, Case, Checker, Mistake, seeded_randn
@@ -270,27 +273,80 @@ def _fs_scale_d(layer, x_t, state):
 
 
 def _numel(state, seen=None) -> int:
-    """How many numbers ``state`` holds, whatever holds them: tensors, numbers, containers, objects
-    (``SimpleNamespace``, dataclasses, classes with ``__slots__``), functions with closures or defaults."""
+    """How many numbers ``state`` holds, whatever holds them: tensors, NumPy arrays, numbers, containers, objects
+    (``SimpleNamespace``, dataclasses, classes with ``__slots__``, and the attributes of their classes), classes,
+    ``functools.partial`` s, and functions (their closures, defaults and the data in the globals they read).
+
+    Every number counts each time it is held: a step counter and ``num_heads`` are two numbers even when they are
+    equal (small integers are one object in Python). Other objects count once, however often they are reached.
+    """
     seen = set() if seen is None else seen
-    if id(state) in seen or state is None or isinstance(state, (str, bytes, type)):
+    if state is None or isinstance(state, (str, bytes, types.ModuleType, types.BuiltinFunctionType)):
+        return 0
+    if isinstance(state, (bool, int, float, complex, np.generic)):
+        return 1
+    if id(state) in seen:
         return 0
     seen.add(id(state))
     if isinstance(state, torch.Tensor):
         return state.numel()
-    if isinstance(state, (bool, int, float, complex)):
-        return 1
-    if isinstance(state, dict):
+    if isinstance(state, np.ndarray):
+        return int(state.size) if state.dtype != object else sum(_numel(v, seen) for v in state.flat)
+    if isinstance(state, dict) or type(state).__name__ == "mappingproxy":
         return sum(_numel(k, seen) + _numel(v, seen) for k, v in state.items())
     if isinstance(state, (tuple, list, set, frozenset)) or type(state).__name__ == "deque":
         return sum(_numel(v, seen) for v in state)
-    if callable(state) and hasattr(state, "__code__"):
-        cells = [c.cell_contents for c in (state.__closure__ or ()) if c.cell_contents is not state]
-        return _numel(cells, seen) + _numel(state.__defaults__ or (), seen)
-    total = _numel(getattr(state, "__dict__", {}), seen)
+    if isinstance(state, functools.partial):
+        return _numel(state.func, seen) + _numel(state.args, seen) + _numel(state.keywords, seen)
+    if isinstance(state, types.MethodType):
+        return _numel(state.__func__, seen) + _numel(state.__self__, seen)
+    if isinstance(state, types.FunctionType):
+        cells = [c.cell_contents for c in (state.__closure__ or ()) if _filled(c) and c.cell_contents is not state]
+        data = [state.__globals__.get(name) for name in _names_read(state.__code__)]
+        data = [value for value in data if not callable(value) and not isinstance(value, types.ModuleType)]
+        return _numel(cells + data, seen) + _numel((state.__defaults__, state.__kwdefaults__), seen)
+    if isinstance(state, type):
+        return _class_data(state, seen)
+    total = _numel(getattr(state, "__dict__", {}), seen) + _class_data(type(state), seen)
     for name in getattr(type(state), "__slots__", ()):
         total += _numel(getattr(state, name, None), seen)
     return total
+
+
+def _filled(cell) -> bool:
+    try:
+        return cell.cell_contents is not _EMPTY
+    except ValueError:  # an empty cell
+        return False
+
+
+_EMPTY = object()
+
+
+def _names_read(code) -> set:
+    """The global names a function's code (and the code nested in it) reads."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names_read(const)
+    return names
+
+
+def _class_data(cls: type, seen: set) -> int:
+    """The numbers a learner's class holds in its class attributes (PyTorch's and Python's own classes hold none
+    of the learner's)."""
+    if cls.__module__ in ("builtins", "types") or cls.__module__.startswith(("torch", "numpy", "collections")):
+        return 0
+    total = 0
+    for klass in cls.__mro__[:-1]:
+        for name, value in vars(klass).items():
+            if not name.startswith("__") and not callable(value) and not isinstance(value, _DESCRIPTORS):
+                total += _numel(value, seen)
+    return total
+
+
+#: Class attributes that are no state: properties, and the member descriptors of ``__slots__``.
+_DESCRIPTORS = (property, types.MemberDescriptorType, types.GetSetDescriptorType, staticmethod, classmethod)
 
 
 class _StepChecker(Checker):
@@ -314,7 +370,7 @@ class _StepChecker(Checker):
                     raise TypeError(f"{self.name} must return a pair (output, state), got {type(result).__name__}")
                 out, state = result
                 outputs.append(out)
-                sizes.append(_numel(state))
+                sizes.append(_numel((state, fn, layer)))  # what the state holds, and whatever else may hold it
         return {"outputs": torch.stack(outputs, dim=1), "state grows with the length": sizes[-1] > sizes[1]}
 
 
