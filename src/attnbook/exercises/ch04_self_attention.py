@@ -304,6 +304,10 @@ def _conv_n_over_k(n, k):
     return math.ceil(n / k)
 
 
+def _conv_at_least_one(n, k):
+    return max(1, math.ceil((n - 1) / (k - 1)))
+
+
 check_conv_layers_to_connect = Checker(
     "conv_layers_to_connect",
     reference=_conv_layers_to_connect,
@@ -312,12 +316,18 @@ check_conv_layers_to_connect = Checker(
         Case("n=9 tokens, kernel 3", (9, 3)),
         Case("n=8 tokens, kernel 3", (8, 3)),
         Case("n=100 tokens, kernel 5", (100, 5)),
+        Case("n=1 token, kernel 3: nothing to connect", (1, 3)),
     ],
     mistakes=[
         Mistake(
             "rounded down",
             "a layer that only almost reaches the first token does not connect it: round the number of layers up.",
             _conv_floor,
+        ),
+        Mistake(
+            "one layer at least",
+            "a sentence of one token has its first and last token in the same place: no layer is needed, so 0.",
+            _conv_at_least_one,
         ),
         Mistake(
             "a layer reaches k tokens further",
