@@ -60,8 +60,9 @@ CROSS_ENTROPY = (
     "d2l.*",
 )
 
-#: The other homes of a log-softmax or a log-sum-exp: PyTorch's reference and decomposed implementations (``torch._refs``,
-#: ``torch._decomp``), its running log-sum-exp, SciPy's, and a ``Categorical`` distribution (which normalises its logits).
+#: The other homes of a log-softmax or a log-sum-exp: PyTorch's reference and decomposed implementations
+#: (``torch._refs``, ``torch._decomp``), its running log-sum-exp, SciPy's, and a ``Categorical`` distribution
+#: (which normalises its logits).
 LOG_SOFTMAX_HOMES = (
     "torch._refs.*",
     "torch._decomp.*",

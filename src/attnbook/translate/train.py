@@ -59,22 +59,19 @@ from torch.utils.flop_counter import FlopCounterMode
 from ..attention import MultiHeadAttention
 from ..checks import values_unchecked
 from ..data import Batch, BucketBatchSampler, Pair, PairDataset, Vocab, collate
-from ..train import (
-    LinearDecaySchedule,
-    evaluate,
-    load_checkpoint,
-    noam_lr,
-    paper_optimizer,
-    save_checkpoint,
-    sequence_loss,
-    shorten_warmup,
-    teacher_forced_logits,
-)
+from ..train import evaluate, load_checkpoint, noam_lr, save_checkpoint
 from ..transformer import PositionwiseFFN
 from .budget import AVERAGE_SPAN, START, WARMUP_SHARE, Budget, Pace, Plan, Position, Progress
 from .cluster import Cluster
 from .console import PROGRAM, CommandError, Console, format_duration
 from .model import build_model, precision
+from .recipe import (
+    LinearDecaySchedule,
+    fused_paper_optimizer,
+    fused_sequence_loss,
+    shorten_warmup,
+    teacher_forced_logits,
+)
 from .run_folder import BEST_FILE, CHECKPOINT_FILE, LOG_FILE, TrainingLog, best_valid_loss, one_line
 from .settings import AUTO, AUTO_DROPOUT_EPOCHS, MORE_DROPOUT, MORE_DROPOUT_EPOCHS, RunSettings
 from .tokens import RunTokens
@@ -92,7 +89,7 @@ __all__ = [
 
 @dataclass
 class PreparedRun:
-    """A run ready to train: its folder, configuration, budget, vocabularies and pairs; when it resumes, its saved state."""
+    """A run ready to train: its folder, configuration, budget, vocabularies, pairs; resumed, its saved state."""
 
     config: dict
     settings: RunSettings
@@ -123,8 +120,8 @@ def train_run(
     torch.manual_seed(s.seed)
     weights_dtype, autocast = precision(s.dtype, device)
     model = build_model(s.arch, run.config["model"]).to(dtype=weights_dtype, device=device)
-    optimizer, schedule = paper_optimizer(
-        model, d_model=s.d_model, warmup=s.warmup, factor=s.lr_factor, fused=True, decay=s.decay
+    optimizer, schedule = fused_paper_optimizer(
+        model, d_model=s.d_model, warmup=s.warmup, factor=s.lr_factor, decay=s.decay
     )
     if resumed:
         _restore(run.state, run.folder / CHECKPOINT_FILE, model, optimizer, schedule, cluster, console)
@@ -469,7 +466,7 @@ def _end_epoch(
     progress: Progress,
     session: _Session,
 ) -> bool:
-    """After an epoch (one the budget cut short too): validation, the checkpoint, dropout, best.pt; whether it was complete."""
+    """After an epoch (one the budget cut short too): validation, the checkpoint, dropout, best.pt; was it complete?"""
     s, log = session.settings, session.log
     loss_sum, tokens = session.cluster.all_sum([float(losses.epoch), float(losses.epoch_tokens)])
     valid_loss = evaluate(learner.model, valid_batches, pad_id=0) if valid_batches is not None else None
@@ -535,7 +532,7 @@ def training_step(
     ``forward`` computes the logits (``model`` itself, or it wrapped for
     several processes or compiled); ``model`` holds the weights that are
     clipped. Forward in mixed precision where ``autocast`` says, the
-    label-smoothed loss (:func:`~attnbook.train.sequence_loss`, fused) summed
+    label-smoothed loss (:func:`~attnbook.translate.recipe.fused_sequence_loss`) summed
     and scaled by ``n_tokens``, the real target tokens the host counted when it
     built the batch, backward, clipping, the optimizer's step. Nothing in it
     waits for the device: the batch's values are not checked (the loop built
@@ -544,7 +541,7 @@ def training_step(
     """
     with values_unchecked():
         logits = teacher_forced_logits(forward, batch, autocast)  # products in bfloat16 where asked
-        loss_sum = sequence_loss(logits, batch.tgt_out, 0, settings.label_smoothing, "sum", fused=True)
+        loss_sum = fused_sequence_loss(logits, batch.tgt_out, 0, settings.label_smoothing, "sum")
     optimizer.zero_grad(set_to_none=True)
     (loss_sum * (1.0 / n_tokens)).backward()
     if settings.clip:
