@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-from functools import partial
 from types import SimpleNamespace
 
 import pytest
@@ -35,6 +34,7 @@ from attnbook.translate.model import (
     activation_bytes_per_token,
     fit_to_device,
 )
+from attnbook.translate.recipe import fused_sequence_loss
 from attnbook.translate.settings import RunSettings
 
 
@@ -43,14 +43,12 @@ def test_the_second_device_refuses_a_tensor_left_on_the_cpu_as_a_gpu_does():
         logits = torch.randn(2, 3, 7).to(device).requires_grad_()
         targets = torch.randint(1, 7, (2, 3))  # left on the CPU: the bug of the command line's first step
         assert isinstance(logits, Elsewhere) and logits.device == device
-        for loss in (partial(sequence_loss, fused=True), sequence_loss):
+        for loss in (fused_sequence_loss, sequence_loss):
             with pytest.raises(MixedDevices, match=r"shape \(6,( 1)?\) on the cpu"):
                 loss(logits, targets)
-        value = sequence_loss(logits, targets.to(device), fused=True)  # moved: it computes, with real values
+        value = fused_sequence_loss(logits, targets.to(device))  # moved: it computes, with real values
         value.backward()
-        torch.testing.assert_close(
-            float(value), float(sequence_loss(logits.cpu(), targets, fused=True)), rtol=1e-6, atol=0
-        )
+        torch.testing.assert_close(float(value), float(fused_sequence_loss(logits.cpu(), targets)), rtol=1e-6, atol=0)
         assert logits.grad.device == device
         shifted = logits + torch.tensor(1.0)  # a 0-dimensional tensor on the CPU may meet it, as on a GPU
         torch.testing.assert_close(shifted.cpu(), logits.cpu() + 1, rtol=0, atol=1e-6)
@@ -106,7 +104,7 @@ def test_a_model_trains_a_step_and_decodes_greedy_and_beam_on_a_second_device(na
         model = model.to(device)
         batch = [t.to(device) for t in (src, src_padding_mask, tgt)]
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
-        loss = sequence_loss(model(batch[0], batch[1], batch[2][:, :-1]), batch[2][:, 1:], fused=True)
+        loss = fused_sequence_loss(model(batch[0], batch[1], batch[2][:, :-1]), batch[2][:, 1:])
         loss.backward()
         optimizer.step()
         model.eval()

@@ -21,8 +21,8 @@ import attnbook.translate as cli
 from attnbook.decode import beam_search, greedy_decode
 from attnbook.fastformer import FastformerEncoder
 from attnbook.rnn import Seq2Seq, Seq2SeqConfig
-from attnbook.train import sequence_loss
 from attnbook.transformer import Transformer, TransformerConfig
+from attnbook.translate.recipe import fused_sequence_loss
 from notebook_index import ROOT
 
 pytestmark = [
@@ -95,7 +95,7 @@ def test_a_model_computes_the_same_on_the_gpu_as_on_the_cpu_in_float64(name):
     there = gpu(src.cuda(), src_padding_mask.cuda(), tgt[:, :-1].cuda())
     torch.testing.assert_close(there.cpu(), here, rtol=1e-10, atol=1e-12)
     gpu.train()  # cuDNN runs a GRU backward only in training mode; dropout does not matter to this check
-    loss = sequence_loss(gpu(src.cuda(), src_padding_mask.cuda(), tgt[:, :-1].cuda()), tgt[:, 1:].cuda(), fused=True)
+    loss = fused_sequence_loss(gpu(src.cuda(), src_padding_mask.cuda(), tgt[:, :-1].cuda()), tgt[:, 1:].cuda())
     loss.backward()
     gpu.eval()
     assert all(p.grad is None or p.grad.is_cuda for p in gpu.parameters())

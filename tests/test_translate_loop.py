@@ -61,8 +61,8 @@ def test_the_checks_that_read_values_are_left_out_inside_values_unchecked_and_ba
 
 
 def test_the_training_step_returns_the_summed_loss_and_takes_one_clipped_step():
-    from attnbook.train import sequence_loss, teacher_forced_logits
     from attnbook.translate.model import build_model, model_config
+    from attnbook.translate.recipe import fused_sequence_loss, teacher_forced_logits
     from attnbook.translate.settings import RunSettings
     from attnbook.translate.train import training_step
 
@@ -72,7 +72,7 @@ def test_the_training_step_returns_the_summed_loss_and_takes_one_clipped_step():
     model.eval()  # no dropout: the loss before the step is the step's
     batch = collate([([5, 6, 7], [8, 9]), ([5], [10, 11, 12])])
     with torch.no_grad():
-        expected = sequence_loss(teacher_forced_logits(model, batch), batch.tgt_out, 0, 0.1, "sum", fused=True)
+        expected = fused_sequence_loss(teacher_forced_logits(model, batch), batch.tgt_out, 0, 0.1, "sum")
     before = [p.detach().clone() for p in model.parameters()]
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     loss_sum = training_step(model, model, optimizer, batch, batch.n_tokens, settings, None)

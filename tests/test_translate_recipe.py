@@ -1,4 +1,9 @@
-"""The recipe as the passes allow: a run with a time budget times a few steps, then chooses how to train.
+"""The command line's recipe: its pieces, and the recipe as the passes allow.
+
+The pieces (:mod:`attnbook.translate.recipe`) are the chapters' loss, Adam and
+schedule made fast, so each is checked against the chapters' own
+(:mod:`attnbook.train`); the schedule that ends with the budget and the shorter
+warm-up are the command line's alone.
 
 From ``FEW_PASSES_FROM`` up to ``FEW_PASSES`` passes over the training pairs (a
 slow processor, a short budget) the settings the command line left to the
@@ -15,10 +20,232 @@ import pytest
 import torch
 from test_translate_cli import run, write_anki
 
+from attnbook.checks import values_unchecked
 from attnbook.data import BucketBatchSampler, PairDataset, generate_pairs
+from attnbook.rnn import Seq2Seq, Seq2SeqConfig
+from attnbook.train import NoamSchedule, evaluate, noam_lr, paper_optimizer, sequence_loss, smoothed_targets, train
 from attnbook.translate import cmd_train
 from attnbook.translate.budget import PROBE_STEPS, SKIP_STEPS
-from attnbook.translate.settings import FEW_PASSES, FEW_PASSES_FROM, FEW_PASSES_RECIPE, RunSettings, few_passes_recipe
+from attnbook.translate.recipe import (
+    SCHEDULES,
+    LinearDecaySchedule,
+    fused_paper_optimizer,
+    fused_sequence_loss,
+    shorten_warmup,
+    teacher_forced_logits,
+)
+from attnbook.translate.settings import (
+    DECAYS,
+    FEW_PASSES,
+    FEW_PASSES_FROM,
+    FEW_PASSES_RECIPE,
+    RunSettings,
+    few_passes_recipe,
+)
+from toy_seq2seq import batches_of, reversal_pairs
+
+# --- The recipe's pieces (attnbook.translate.recipe): the chapters' loss, optimizer and schedule, made fast ----------
+
+PAIRS = reversal_pairs(256, vocab_size=10, max_len=6)
+TRAIN, VALID = batches_of(PAIRS[:192], 32), batches_of(PAIRS[192:], 64)
+
+
+def _model(**kw) -> Seq2Seq:
+    torch.manual_seed(0)
+    return Seq2Seq(Seq2SeqConfig(10, 10, embed_size=12, hidden_size=24, attention=True, **kw))
+
+
+def test_shortening_the_warm_up_keeps_the_peak_and_applies_to_the_coming_step():
+    w = torch.nn.Parameter(torch.zeros(3))
+    opt = torch.optim.Adam([w], lr=1.0)
+    sched = NoamSchedule(opt, d_model=16, warmup=400, factor=0.5)
+    peak = noam_lr(400, 16, 400, 0.5)
+    for _ in range(3):  # steps 1, 2, 3 on the long warm-up
+        w.grad = torch.ones(3)
+        opt.step()
+        sched.step()
+    shorten_warmup(sched, 10)
+    seen = []
+    for _ in range(20):  # steps 4 ... 23 on the short one
+        seen.append(opt.param_groups[0]["lr"])
+        w.grad = torch.ones(3)
+        opt.step()
+        sched.step()
+    expected = [peak * min(s / 10, (10 / s) ** 0.5) for s in range(4, 24)]
+    assert seen == pytest.approx(expected, rel=1e-12) and max(seen) == pytest.approx(peak, rel=1e-12)
+    for bad in (0, 401, 2.5, True):
+        long = NoamSchedule(torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))]), d_model=16, warmup=400)
+        with pytest.raises(ValueError, match=r"warmup must be an int in \[1, 400\]"):
+            shorten_warmup(long, bad)
+
+
+def test_linear_decay_warms_up_as_the_paper_then_falls_to_zero_with_the_budget():
+    w = torch.nn.Parameter(torch.zeros(3))
+    opt = torch.optim.Adam([w], lr=123.0)
+    sched = LinearDecaySchedule(opt, d_model=16, warmup=5, factor=2.0)
+    peak = noam_lr(5, 16, 5, 2.0)
+    seen = []
+    for step in range(1, 31):  # a budget of 30 steps, spent evenly
+        seen.append(opt.param_groups[0]["lr"])
+        w.grad = torch.ones(3)
+        opt.step()
+        sched.step()
+        sched.set_spent(step / 30)
+    spent_before = [(s - 1) / 30 for s in range(1, 31)]
+    expected = [noam_lr(min(s, 5), 16, 5, 2.0) * (1 - f) for s, f in zip(range(1, 31), spent_before)]
+    assert seen == pytest.approx(expected, rel=1e-12)
+    assert seen[:5] == pytest.approx([peak * s / 5 * (1 - f) for s, f in zip(range(1, 6), spent_before)])
+    assert all(a > b for a, b in zip(seen[4:], seen[5:])) and sched.get_last_lr() == [0.0]
+    # the share spent travels with the step in the state dict, and a shortened warm-up keeps the peak
+    resumed = LinearDecaySchedule(torch.optim.Adam([torch.nn.Parameter(torch.zeros(3))]), d_model=16, warmup=5)
+    resumed.load_state_dict(sched.state_dict())
+    assert (resumed.spent, resumed.last_epoch, resumed.factor) == (1.0, 30, 2.0)
+    w = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.Adam([w])
+    fresh = LinearDecaySchedule(opt, d_model=16, warmup=400)
+    fresh.set_spent(0.25)
+    shorten_warmup(fresh, 10)
+    for _ in range(9):
+        w.grad = torch.ones(1)
+        opt.step()
+        fresh.step()
+    assert fresh.get_last_lr() == pytest.approx([noam_lr(400, 16, 400) * 0.75], rel=1e-12)
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="share of the budget spent must be in"):
+            fresh.set_spent(bad)
+    _, linear = fused_paper_optimizer(torch.nn.Linear(4, 4), d_model=8, decay="linear")
+    assert isinstance(linear, LinearDecaySchedule)
+    with pytest.raises(ValueError, match="decay must be one of inverse-sqrt, linear"):
+        fused_paper_optimizer(torch.nn.Linear(4, 4), d_model=8, decay="cosine")
+    assert tuple(SCHEDULES) == DECAYS  # every --decay has its schedule
+
+
+@pytest.mark.slow
+def test_the_fused_paper_optimizer_takes_the_same_steps_as_the_chapters_loop():
+    """PyTorch's one-kernel Adam with the paper's settings: the same updates as the chapters' loop, to rounding."""
+    loop_model, fused_model = _model(), _model()  # the same initial weights
+    (loop, loop_schedule), (fused, fused_schedule) = (
+        paper_optimizer(loop_model, d_model=24, warmup=10),
+        fused_paper_optimizer(fused_model, d_model=24, warmup=10),
+    )
+    assert fused.defaults["fused"] and not loop.defaults["fused"]
+    assert {k: fused.defaults[k] for k in ("betas", "eps")} == {k: loop.defaults[k] for k in ("betas", "eps")}
+    assert type(fused_schedule) is NoamSchedule
+    for model, opt, sched in ((loop_model, loop, loop_schedule), (fused_model, fused, fused_schedule)):
+        train(model, TRAIN, epochs=2, optimizer=opt, scheduler=sched, plot=False, verbose=False)
+    moved = max((a - b).abs().max().item() for a, b in zip(loop_model.parameters(), _model().parameters()))
+    differ = max((a - b).abs().max().item() for a, b in zip(loop_model.parameters(), fused_model.parameters()))
+    assert moved > 1e-3 and differ < 1e-5
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("pad_id", [0, 3])
+def test_the_fused_loss_has_the_loss_and_the_gradient_of_the_traced_one(smoothing, reduction, pad_id):
+    torch.manual_seed(4)
+    logits = (3 * torch.randn(4, 6, 11, dtype=torch.float64)).requires_grad_()
+    targets = torch.randint(0, 11, (4, 6))
+    targets[targets == pad_id] = (pad_id + 1) % 11
+    targets[0, 2:], targets[2, 5:] = pad_id, pad_id
+    traced = sequence_loss(logits, targets, pad_id, smoothing, reduction)
+    fused = fused_sequence_loss(logits, targets, pad_id, smoothing, reduction)
+    assert torch.allclose(fused, traced, rtol=1e-12, atol=0)
+    upstream = torch.tensor(1.7, dtype=torch.float64)  # a gradient from above scales the one below
+    (want,) = torch.autograd.grad(traced, logits, upstream)
+    (got,) = torch.autograd.grad(fused, logits, upstream)
+    assert torch.allclose(got, want, rtol=1e-10, atol=1e-14)
+    assert torch.all(got[targets == pad_id] == 0), "padding positions carry no gradient"
+    # against the definition: softmax minus the smoothed target distribution, over the real tokens
+    q = smoothed_targets(targets, 11, smoothing, pad_id).double()  # built in float32: its rounding, 1e-7 at most
+    expected = (torch.softmax(logits, -1) - q) * (targets != pad_id)[..., None]
+    expected = expected / (1 if reduction == "sum" else int((targets != pad_id).sum()))
+    assert torch.allclose(got, 1.7 * expected, rtol=0, atol=1e-7)
+
+
+def test_the_fused_loss_unchecked_and_summed_reads_nothing_back_and_gives_the_same(monkeypatch):
+    torch.manual_seed(5)
+    logits = torch.randn(3, 4, 9, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(1, 9, (3, 4))
+    targets[1, 2:] = 0
+    checked = fused_sequence_loss(logits, targets, 0, 0.1, "sum")
+    reads = []
+    monkeypatch.setattr(torch.Tensor, "item", lambda t: reads.append(t) or 0)
+    monkeypatch.setattr(torch.Tensor, "__int__", lambda t: reads.append(t) or 0)
+    with values_unchecked():
+        unchecked = fused_sequence_loss(logits, targets, 0, 0.1, "sum")
+    assert reads == [], "the unchecked sum waited for the values of a tensor"
+    monkeypatch.undo()
+    torch.testing.assert_close(unchecked, checked, rtol=0, atol=0)  # exact: the same operations on the same inputs
+    (a,) = torch.autograd.grad(checked, logits)
+    (b,) = torch.autograd.grad(unchecked, logits)
+    torch.testing.assert_close(a, b, rtol=0, atol=0)  # exact: the same operations on the same inputs
+
+
+@pytest.mark.slow
+def test_the_fused_loss_trains_as_the_traced_one_and_refuses_what_it_refuses():
+    runs = []
+    for loss_of in (sequence_loss, fused_sequence_loss):
+        model = _model(dropout=0.2).double()
+        _steps(
+            model,
+            TRAIN,
+            epochs=2,
+            loss_of=lambda logits, targets: loss_of(logits, targets, pad_id=0, label_smoothing=0.1),
+        )
+        runs.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert torch.allclose(runs[0], runs[1], rtol=0, atol=1e-9)
+    logits = torch.randn(2, 3, 5)
+    for bad, error, message in (
+        (dict(targets=torch.ones(2, 4, dtype=torch.long)), ValueError, "do not match logits"),
+        (dict(targets=torch.full((2, 3), 5)), IndexError, "outside the vocabulary of size 5"),
+        (dict(targets=torch.ones(2, 3)), TypeError, "integer"),
+        (dict(targets=torch.zeros(2, 3, dtype=torch.long)), ValueError, "no real tokens"),
+        (dict(targets=torch.ones(2, 3, dtype=torch.long), label_smoothing=1.0), ValueError, "label_smoothing"),
+        (dict(targets=torch.ones(2, 3, dtype=torch.long), reduction="none"), ValueError, "reduction"),
+    ):
+        with pytest.raises(error, match=message):
+            fused_sequence_loss(logits, **bad)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_mixed_precision_multiplies_in_bfloat16_and_keeps_the_weights_in_float32(arch):
+    from attnbook.transformer import Transformer, TransformerConfig
+
+    torch.manual_seed(0)
+    if arch == "transformer":
+        model = Transformer(TransformerConfig(10, 10, d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.0))
+    else:
+        model = _model()
+    products = []  # the dtype of every linear map's output during training
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.register_forward_hook(lambda m, args, out: products.append(out.dtype) if m.training else None)
+    before = evaluate(model, VALID)
+    _steps(model, TRAIN, epochs=6, autocast=torch.bfloat16)  # as the command line's loop trains
+    assert products and set(products) == {torch.bfloat16}
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert evaluate(model, VALID) < 0.6 * before  # it learns
+    products.clear()
+    train(model, TRAIN, epochs=1, plot=False, verbose=False)  # the chapters' loop: float32
+    assert set(products) == {torch.float32}
+
+
+def _steps(model, batches, epochs: int, autocast=None, loss_of=sequence_loss) -> None:
+    """Teacher-forced steps with Adam at 0.01 and clipping, in mixed precision with ``autocast``."""
+    torch.manual_seed(0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    model.train()
+    for _ in range(epochs):
+        for batch in batches:
+            loss = loss_of(teacher_forced_logits(model, batch, autocast), batch.tgt_out)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+
+
+# --- The recipe as the passes allow ------------------------------------------------------------------------
 
 SMALL = ["--d-model", "16", "--num-heads", "2", "--num-layers", "1", "--batch-tokens", "160", "--warmup", "20"]
 SMALL += ["--min-freq", "1", "--average", "1"]

@@ -331,15 +331,13 @@ class LossFigure:
             self.handle = display(self.figure, display_id=True)
 
     @classmethod
-    def for_training(cls, history, title, *, plot: bool | None, live: bool | None, every: int) -> LossFigure | None:
+    def for_training(cls, history, title, *, plot: bool | None, every: int) -> LossFigure | None:
         """The figure :func:`~attnbook.train.train` draws: by default in a notebook, live when a person watches."""
         if plot is None:
             plot = _in_kernel()
         if not plot:
             return None
-        if live is None:
-            live = _watched_interactively()
-        return cls(history, title, live, every)
+        return cls(history, title, _watched_interactively(), every)
 
     def _redraw(self) -> None:
         if self.live and self.handle is not None:

@@ -1,31 +1,25 @@
-"""The training loop that every chapter uses, and checkpoints.
+"""The training loop that every chapter uses, its loss and the paper's recipe, and checkpoints.
 
 :func:`train` takes any sequence-to-sequence model that follows the library's
 protocol (``model(src, src_padding_mask, tgt_in) -> logits (B, T, V)`` and a
 ``model.config`` dataclass) and batches with the fields of
-:class:`attnbook.data.Batch` (``src``, ``src_padding_mask``, ``tgt_in``, ``tgt_out``,
-``.to(device)``). Each epoch it trains with teacher forcing, clipping the
-gradient norm, then measures the loss on the validation batches. It stops after
-``epochs`` epochs or ``max_seconds`` seconds, whichever comes first; the
-notebooks budget epochs, because a budget in seconds depends on the machine
-and would make the stored results irreproducible.
-
-In a notebook the loss curve is drawn as training goes when a person is
-watching, and exactly one final figure is left in the cell's output either way.
-The library draws nothing itself: :func:`attnbook.notebook.setup` passes the
-figure in (:func:`use_loss_figure`), as a pair of the loop's callbacks.
+:class:`attnbook.data.Batch`. Each epoch it trains with teacher forcing,
+clipping the gradient norm, then measures the loss on the validation batches.
+In a notebook it draws the loss curve with the figure that
+:func:`attnbook.notebook.setup` passes in (:func:`use_loss_figure`); the
+library itself draws nothing.
 
 The recipe of Vaswani et al. (2017), chapter 8: :class:`NoamSchedule`, the
 learning rate that warms up linearly and then decays as the inverse square root
 of the step; :func:`paper_optimizer`, Adam with beta = (0.9, 0.98) and
 eps = 1e-9 driven by that schedule; and label smoothing in
-:func:`sequence_loss`. The paper uses label smoothing of 0.1 without giving a
-formula; it cites Szegedy et al. (2016), whose target is
-``(1 - eps) * one_hot(y) + eps / V`` over all ``V`` classes, exactly what
-PyTorch's ``cross_entropy(..., label_smoothing=eps)`` computes. The library
-uses a variant that keeps the mass off ``<pad>`` (the true class gets
-``1 - eps``, the ``V - 2`` classes that are neither the true one nor ``<pad>``
-share ``eps``), whose target distribution :func:`smoothed_targets` spells out.
+:func:`sequence_loss`, in a variant that keeps the mass off ``<pad>``
+(:func:`smoothed_targets` spells out its target distribution).
+
+Everything here is written to be read, and the chapters show it. The command
+line's translator trains the same recipe with faster pieces and a schedule
+fitted to its budget (:mod:`attnbook.translate.recipe`), in a loop of its own
+(:mod:`attnbook.translate.train`); nothing here imports them.
 
 A checkpoint stores the weights and, beside them, the model's configuration;
 loading it into a model built from another configuration is an error that
@@ -36,7 +30,6 @@ leaves the previous file) and read with ``weights_only=True``.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -52,13 +45,9 @@ from .files import written_whole
 
 __all__ = [
     "sequence_loss",
-    "teacher_forced_logits",
     "smoothed_targets",
-    "NoamSchedule",
-    "LinearDecaySchedule",
-    "DECAYS",
     "noam_lr",
-    "shorten_warmup",
+    "NoamSchedule",
     "paper_optimizer",
     "evaluate",
     "EpochLog",
@@ -136,7 +125,6 @@ def sequence_loss(
     pad_id: int = 0,
     label_smoothing: float = 0.0,
     reduction: str = "mean",
-    fused: bool = False,
 ) -> torch.Tensor:
     """Cross-entropy of ``logits (B, T, V)`` against ``targets (B, T)``, ignoring padding.
 
@@ -153,14 +141,8 @@ def sequence_loss(
     over all ``V`` classes (the true class gets ``1 - eps + eps / V``, ``<pad>``
     gets ``eps / V``), exactly what PyTorch's ``label_smoothing`` argument
     computes. The variant gives ``<pad>``, never a correct next token, nothing.
-
-    ``fused=True`` gives the same loss with its gradient written out by hand
-    (:class:`_SmoothedCrossEntropy`), a few passes over the logits where
-    autograd makes many; chapter 8's command line trains with it.
     """
     vocab, eps = _check_loss_inputs(logits, targets, label_smoothing, reduction)
-    if fused:
-        return _SmoothedCrossEntropy.apply(logits.reshape(-1, vocab), targets.reshape(-1), pad_id, eps, reduction)
     log_probs = torch.log_softmax(logits, dim=-1)  # (B, T, V), once for both terms
     # sum of -log p_y: F.cross_entropy is this log_softmax followed by this nll_loss
     total = F.nll_loss(log_probs.reshape(-1, vocab), targets.reshape(-1), ignore_index=pad_id, reduction="sum")
@@ -184,60 +166,6 @@ def _device_of(model: nn.Module) -> torch.device:
         return torch.device("cpu")
 
 
-class _SmoothedCrossEntropy(torch.autograd.Function):
-    """:func:`sequence_loss` of flat ``logits (N, V)``, its gradient written out instead of traced.
-
-    The value is the same. The gradient too, up to rounding: with respect to
-    the logits it is the softmax minus the target distribution (for padding
-    positions, zero), which the backward pass writes out directly, where
-    autograd would go back through the log-softmax, the gather, the sum over
-    the vocabulary and the padding mask, each a pass over a ``(B, T, V)``
-    tensor. With 8,000 pieces the loss is a large part of a small model's
-    step, so the command line trains with this one; the chapters keep the
-    traced loss, whose rounding their stored outputs were computed with.
-    With ``reduction="sum"`` inside :func:`~attnbook.checks.values_unchecked`
-    nothing in it waits for the device.
-    """
-
-    @staticmethod
-    def forward(ctx, logits, targets, pad_id: int, eps: float, reduction: str):
-        vocab = logits.shape[-1]
-        log_probs = torch.log_softmax(logits, dim=-1)
-        real = targets != pad_id
-        picked = log_probs.gather(1, targets[:, None]).squeeze(1)
-        per_token = -picked
-        if eps > 0:
-            others = -log_probs.sum(-1) + picked + log_probs[:, pad_id]
-            per_token = (1.0 - eps) * per_token + eps / (vocab - 2) * others
-        scale = 1.0
-        if reduction == "mean":  # the count of real tokens is read on the host
-            n_tokens = int(real.sum())
-            if n_tokens == 0:
-                raise ValueError("the targets hold no real tokens (everything is padding)")
-            scale = 1.0 / n_tokens
-        ctx.save_for_backward(log_probs, targets, real)
-        ctx.pad_id, ctx.eps, ctx.scale = pad_id, eps, scale
-        return per_token.masked_fill(~real, 0.0).sum() * ctx.scale
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        log_probs, targets, real = ctx.saved_tensors
-        off = ctx.eps / (log_probs.shape[-1] - 2) if ctx.eps > 0 else 0.0
-        # softmax minus the target distribution: 1 - eps on the true token, eps / (V - 2) on all but it and <pad>
-        g = log_probs.exp()
-        if off:
-            g.sub_(off)
-            g[:, ctx.pad_id] += off
-        g.scatter_add_(1, targets[:, None], torch.full_like(g[:, :1], -(1.0 - ctx.eps - off)))
-        g.mul_((real * (grad * ctx.scale))[:, None])  # padding positions carry no loss
-        return g, None, None, None, None
-
-
-def _to(batch, device: torch.device):
-    return batch.to(device) if hasattr(batch, "to") else batch
-
-
 @torch.no_grad()
 def evaluate(model: nn.Module, batches: Iterable, pad_id: int = 0) -> float:
     """Mean loss per real target token over ``batches``, in evaluation mode."""
@@ -247,7 +175,7 @@ def evaluate(model: nn.Module, batches: Iterable, pad_id: int = 0) -> float:
     total, tokens = 0.0, 0
     try:
         for batch in batches:
-            batch = _to(batch, device)
+            batch = batch.to(device)
             logits = model(batch.src, batch.src_padding_mask, batch.tgt_in)
             total += float(sequence_loss(logits, batch.tgt_out, pad_id, reduction="sum"))
             tokens += int((batch.tgt_out != pad_id).sum())
@@ -315,64 +243,6 @@ class NoamSchedule(torch.optim.lr_scheduler.LRScheduler):
     _get_closed_form_lr = get_lr
 
 
-class LinearDecaySchedule(NoamSchedule):
-    """:class:`NoamSchedule`'s warm-up, then a straight fall to zero as the run's budget is spent.
-
-    The paper's rate decays as ``1 / sqrt(step)`` because its runs have no
-    fixed end. A run with a budget (of minutes, epochs or steps) knows how much
-    of it is left, and can spend it differently: keep the rate high while there
-    is time to learn, and bring it down to zero just as the budget ends, so that
-    the last steps settle the weights instead of shaking them (Li et al. (2020)
-    call this a budget-aware schedule). The rate of the coming step is
-    ``noam_lr(min(step, warmup)) * (1 - spent)``: the warm-up of
-    :class:`NoamSchedule` to its peak, scaled by the share of the budget still
-    left. The caller says how much is spent, after every step, with
-    :meth:`set_spent` (0 to 1); ``state_dict()`` keeps it with the step.
-    """
-
-    spent: float = 0.0  # nothing spent until the caller says otherwise
-
-    def get_lr(self) -> list[float]:
-        step = min(self.last_epoch + 1, self.warmup)
-        lr = noam_lr(step, self.d_model, self.warmup, self.factor) * (1.0 - self.spent)
-        return [lr for _ in self.optimizer.param_groups]
-
-    _get_closed_form_lr = get_lr
-
-    def set_spent(self, share: float) -> None:
-        """The share of the budget spent so far, ``0 <= share <= 1``; the coming step already uses it."""
-        if not 0.0 <= share <= 1.0:
-            raise ValueError(f"the share of the budget spent must be in [0, 1], got {share!r}")
-        self.spent = float(share)
-        _set_rates(self)
-
-
-#: How the rate falls after the warm-up: as the paper's, or in a straight line to zero at the budget's end.
-DECAYS = {"inverse-sqrt": NoamSchedule, "linear": LinearDecaySchedule}
-
-
-def _set_rates(schedule: NoamSchedule) -> None:
-    """Give the coming optimizer step the rate the schedule's (changed) curve gives it."""
-    schedule._last_lr = schedule.get_lr()
-    for group, lr in zip(schedule.optimizer.param_groups, schedule._last_lr):
-        group["lr"] = lr
-
-
-def shorten_warmup(schedule: NoamSchedule, warmup: int) -> None:
-    """Make ``schedule`` reach its peak rate after ``warmup`` steps instead.
-
-    Its factor shrinks with the warm-up's square root.
-
-    The peak is ``factor / sqrt(d_model * warmup)``; keeping the factor would
-    raise it. The coming optimizer step already uses the new curve.
-    """
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or not 1 <= warmup <= schedule.warmup:
-        raise ValueError(f"warmup must be an int in [1, {schedule.warmup}] (the current warm-up), got {warmup!r}")
-    schedule.factor *= math.sqrt(warmup / schedule.warmup)
-    schedule.warmup = warmup
-    _set_rates(schedule)
-
-
 def paper_optimizer(
     model: nn.Module,
     *,
@@ -381,31 +251,19 @@ def paper_optimizer(
     factor: float = 1.0,
     betas: tuple[float, float] = (0.9, 0.98),
     eps: float = 1e-9,
-    fused: bool = False,
-    decay: str = "inverse-sqrt",
 ) -> tuple[torch.optim.Adam, NoamSchedule]:
     """The paper's optimizer: Adam with beta = (0.9, 0.98), eps = 1e-9, and its :class:`NoamSchedule`.
 
     Returns ``(optimizer, scheduler)``, ready for :func:`train`
     (``train(..., optimizer=opt, scheduler=sched)``, which steps the scheduler
     after every batch). ``d_model`` defaults to ``model.config.d_model``.
-
-    ``fused=True`` updates every parameter in one kernel (PyTorch's fused
-    Adam): the same algorithm, about three times faster on a CPU, rounded
-    slightly differently from the default loop over parameters, with which the
-    chapters' stored outputs were computed.
-
-    ``decay="linear"`` keeps the warm-up and replaces the paper's decay with
-    :class:`LinearDecaySchedule`'s, for runs with a budget.
     """
-    if decay not in DECAYS:
-        raise ValueError(f"decay must be one of {', '.join(DECAYS)}, got {decay!r}")
     if d_model is None:
         d_model = getattr(getattr(model, "config", None), "d_model", None)
         if d_model is None:
             raise ValueError(f"{type(model).__name__} has no config.d_model; pass d_model= explicitly")
-    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=betas, eps=eps, fused=fused or None)
-    return optimizer, DECAYS[decay](optimizer, d_model, warmup, factor)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=betas, eps=eps)
+    return optimizer, NoamSchedule(optimizer, d_model, warmup, factor)
 
 
 # --- What training records ------------------------------------------------------
@@ -444,8 +302,9 @@ class TrainStep:
 class History:
     """Everything :func:`train` measured.
 
-    ``steps`` holds ``(fractional epoch, loss)`` of every ``log_every``-th
-    batch, for the loss curve; ``stopped_by`` says which budget ended training.
+    ``steps`` holds ``(fractional epoch, loss)`` of every :data:`LOG_EVERY`-th
+    batch, for the loss curve; ``stopped_by`` says what ended training (the
+    epochs, or ``on_step``).
     """
 
     epochs: list[EpochLog] = field(default_factory=list)
@@ -489,16 +348,12 @@ class History:
 
 # --- The loop --------------------------------------------------------------------
 
-
-def _check_loop_arguments(epochs: int, max_seconds: float | None, clip: float | None, log_every: int) -> None:
-    if not isinstance(epochs, int) or epochs < 1:
-        raise ValueError(f"epochs must be an int >= 1, got {epochs!r}")
-    if max_seconds is not None and not max_seconds > 0:
-        raise ValueError(f"max_seconds must be > 0 (or None), got {max_seconds!r}")
-    if clip is not None and not clip > 0:
-        raise ValueError(f"clip must be > 0 (or None), got {clip!r}")
-    if log_every < 1:
-        raise ValueError(f"log_every must be >= 1, got {log_every}")
+#: The gradient norm every step is clipped to (a recurrent network's gradient occasionally explodes).
+CLIP = 1.0
+#: Every how many batches the loss curve gets a point; a person watching sees it redrawn every four points.
+LOG_EVERY = 5
+#: What every run seeds PyTorch with (dropout draws from it), so that a run is reproducible.
+SEED = 0
 
 
 def _batches_of_epoch(train_batches: Iterable | Callable[[int], Iterable], epoch: int) -> list:
@@ -518,51 +373,8 @@ def _batches_of_epoch(train_batches: Iterable | Callable[[int], Iterable], epoch
     return batches
 
 
-def teacher_forced_logits(model: nn.Module, batch, autocast: torch.dtype | None = None) -> torch.Tensor:
-    """The model's logits for ``batch`` with teacher forcing; with ``autocast``, in mixed precision.
-
-    Mixed precision runs the forward pass under :func:`torch.autocast` (its
-    matrix products in ``autocast``) and returns the logits in float32, so
-    that the loss is computed in full precision.
-    """
-    if autocast is None:
-        return model(batch.src, batch.src_padding_mask, batch.tgt_in)
-    with torch.autocast(_device_of(model).type, dtype=autocast):
-        logits = model(batch.src, batch.src_padding_mask, batch.tgt_in)
-    return logits.float()
-
-
-@dataclass
-class _Step:
-    """One optimizer step's ingredients, fixed for a call of :func:`train`."""
-
-    model: nn.Module
-    optimizer: torch.optim.Optimizer
-    scheduler: Any | None
-    clip: float | None
-    pad_id: int
-    label_smoothing: float
-    device: torch.device
-
-    def __call__(self, batch, where: str) -> tuple[float, int]:
-        """Train on one batch; return its mean loss per target token and its number of target tokens."""
-        batch = _to(batch, self.device)  # every tensor of it: the loss reads the targets on the model's device
-        logits = teacher_forced_logits(self.model, batch)
-        loss = sequence_loss(logits, batch.tgt_out, self.pad_id, self.label_smoothing)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"the loss became {float(loss)} at {where}: lower the learning rate")
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.clip is not None:
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
-        self.optimizer.step()
-        if self.scheduler is not None:
-            self.scheduler.step()
-        return float(loss.detach()), int((batch.tgt_out != self.pad_id).sum())
-
-
-#: What draws the loss curve of :func:`train`: ``factory(history, title, plot=, live=, every=)`` returns
-#: ``None`` or an object with ``on_step``, ``on_epoch`` and ``finish``. None (the default) draws nothing.
+#: What draws the loss curve of :func:`train`: ``factory(history, title, plot=, every=)`` returns ``None``
+#: or an object with ``on_step``, ``on_epoch`` and ``finish``. None (the default) draws nothing.
 _loss_figure: Callable[..., Any] | None = None
 
 
@@ -577,112 +389,108 @@ def use_loss_figure(factory: Callable[..., Any] | None) -> None:
     _loss_figure = factory
 
 
+def _figure_of(history: History, plot: bool | None, title: str | None):
+    """The loss curve's figure for this run, or ``None``: none asked for, or none passed in."""
+    if plot is False:
+        return None
+    if _loss_figure is None:
+        if plot:
+            raise RuntimeError(
+                "train(plot=True) draws with the figure a notebook's setup passes in: "
+                "call attnbook.notebook.setup() first (or train.use_loss_figure)"
+            )
+        return None
+    return _loss_figure(history, title, plot=plot, every=4 * LOG_EVERY)
+
+
 def train(
     model: nn.Module,
     train_batches: Iterable | Callable[[int], Iterable],
     valid_batches: Iterable | None = None,
     *,
     epochs: int = 10,
-    max_seconds: float | None = None,
     lr: float = 1e-3,
-    clip: float | None = 1.0,
-    pad_id: int | None = None,
     label_smoothing: float = 0.0,
     optimizer: torch.optim.Optimizer | None = None,
     scheduler: Any | None = None,
-    seed: int | None = 0,
+    on_step: Callable[[TrainStep], bool | None] | None = None,
     plot: bool | None = None,
-    live: bool | None = None,
     title: str | None = None,
     verbose: bool = True,
-    log_every: int = 5,
-    on_step: Callable[[TrainStep], bool | None] | None = None,
-    on_epoch: Callable[[EpochLog], bool | None] | None = None,
 ) -> History:
-    """Train ``model`` with teacher forcing; return the :class:`History`.
+    """Train ``model`` with teacher forcing for ``epochs`` epochs; return the :class:`History`.
 
     ``train_batches`` is re-read every epoch; pass a function ``epoch -> batches``
     to reshuffle per epoch, or a loader whose sampler has ``set_epoch`` (as
     :func:`attnbook.data.make_batches` gives): it is set to epochs 0, 1, ...
-    Training stops after ``epochs`` epochs or once ``max_seconds`` have passed
-    (checked after every batch), whichever comes first, and the model is
-    validated after every epoch, including a cut-short last one. The default
-    optimizer is Adam with learning rate ``lr``; the gradient norm is clipped to
-    ``clip`` (``None``: no clipping); ``scheduler``, if given, is stepped after
-    every batch. ``seed`` seeds PyTorch (dropout) so that a run is reproducible.
-    ``verbose`` prints one line per epoch. (The command line's translator trains
-    with a loop of its own, :mod:`attnbook.translate.train`, in mixed precision
-    and with the fused :func:`sequence_loss` where it can.)
+    The model is validated after every epoch. The default optimizer is Adam
+    with learning rate ``lr``; ``scheduler``, if given, is stepped after every
+    batch. The loss is :func:`sequence_loss` with ``label_smoothing``, the
+    gradient norm is clipped to :data:`CLIP`, and PyTorch is seeded with
+    :data:`SEED` first, so that a run (its dropout) is reproducible.
+    ``verbose`` prints one line per epoch.
 
-    Two optional callbacks let a caller watch and steer a run: ``on_step(TrainStep)``
-    after every optimizer (and scheduler) step, ``on_epoch(EpochLog)`` after
-    every epoch's validation; either one returning ``True`` ends training
-    there (a cut-short epoch is still validated), recorded as ``stopped_by``.
-    A notebook's loss curve is one more pair of them, passed in by the notebook's
-    setup (:func:`use_loss_figure`): ``plot`` (default: in a notebook) draws it,
-    ``live`` (default: when a person runs the notebook) updates it as training
-    goes, ``title`` names it. ``plot=True`` where nothing was passed in is an error.
+    ``on_step(TrainStep)`` is called after every optimizer (and scheduler)
+    step; returning ``True`` ends training there (the cut-short epoch is
+    still validated), recorded as ``stopped_by``. In a notebook the loss curve
+    is drawn by the figure the notebook's setup passes in
+    (:func:`use_loss_figure`): ``plot`` (default: in a notebook) draws it,
+    updated as training goes when a person runs the notebook, ``title``
+    names it. ``plot=True`` where nothing was passed in is an error.
     """
-    _check_loop_arguments(epochs, max_seconds, clip, log_every)
-    if pad_id is None:
-        pad_id = getattr(getattr(model, "config", None), "pad_id", 0)
-    if seed is not None:
-        torch.manual_seed(seed)
-    history = History()
-    figure = None
-    if plot is not False:
-        if _loss_figure is None and plot:
-            raise RuntimeError(
-                "train(plot=True) draws with the figure a notebook's setup passes in: "
-                "call attnbook.notebook.setup() first (or train.use_loss_figure)"
-            )
-        if _loss_figure is not None:
-            figure = _loss_figure(history, title, plot=plot, live=live, every=4 * log_every)
-    step_hooks = [hook for hook in (figure and figure.on_step, on_step) if hook is not None]
-    epoch_hooks = [hook for hook in (figure and figure.on_epoch, on_epoch) if hook is not None]
+    if not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"epochs must be an int >= 1, got {epochs!r}")
+    pad_id = getattr(getattr(model, "config", None), "pad_id", 0)
+    device = _device_of(model)
+    torch.manual_seed(SEED)
     optimizer = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
-    train_step = _Step(model, optimizer, scheduler, clip, pad_id, label_smoothing, _device_of(model))
+    history = History()
+    figure = _figure_of(history, plot, title)
+    step_hooks = [hook for hook in (figure and figure.on_step, on_step) if hook is not None]
 
-    start, step = time.perf_counter(), 0
+    step = 0
     for epoch in range(1, epochs + 1):
         model.train()
         epoch_start = time.perf_counter()
-        total, tokens, out_of_time = 0.0, 0, False
+        total, tokens = 0.0, 0
         batches = _batches_of_epoch(train_batches, epoch)
         for i, batch in enumerate(batches):
-            loss, n = train_step(batch, f"epoch {epoch}, batch {i}")
+            batch = batch.to(device)  # every tensor of it: the loss reads the targets on the model's device
+            logits = model(batch.src, batch.src_padding_mask, batch.tgt_in)  # teacher forcing
+            loss = sequence_loss(logits, batch.tgt_out, pad_id, label_smoothing)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(
+                    f"the loss became {float(loss)} at epoch {epoch}, batch {i}: lower the learning rate"
+                )
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+
+            loss, n = float(loss.detach()), int((batch.tgt_out != pad_id).sum())
             total, tokens, step = total + loss * n, tokens + n, step + 1
-            if step % log_every == 0:
+            if step % LOG_EVERY == 0:
                 history.steps.append((epoch - 1 + (i + 1) / len(batches), loss))
-            if max_seconds is not None and time.perf_counter() - start >= max_seconds:
-                out_of_time = True
-                break
             report = TrainStep(epoch, i + 1, len(batches), step, loss, n)
             if any([hook(report) for hook in step_hooks]):  # every hook hears of every step
                 history.stopped_by = f"on_step during epoch {epoch}"
                 break
-        train_seconds = time.perf_counter() - epoch_start
-        history.train_seconds += train_seconds
+        history.train_seconds += time.perf_counter() - epoch_start
         history.tokens += tokens
         valid = evaluate(model, valid_batches, pad_id) if valid_batches is not None else None
         log = EpochLog(epoch, total / tokens, valid, time.perf_counter() - epoch_start, tokens)
         history.epochs.append(log)
         if verbose:
             _print_epoch(log, epochs)
-        stop_now = any([hook(log) for hook in epoch_hooks])  # called for a cut-short epoch too
-        if out_of_time:
-            history.stopped_by = f"time budget ({max_seconds:g} s) during epoch {epoch}"
-            break
+        if figure is not None:
+            figure.on_epoch(log)  # a cut-short epoch too
         if history.stopped_by:
-            break
-        if stop_now:
-            history.stopped_by = f"on_epoch after epoch {epoch}"
             break
     else:
         history.stopped_by = f"epoch budget ({epochs} epochs)"
     model.eval()
-    if verbose and history.stopped_by.startswith("time"):
-        print(f"stopped by the {history.stopped_by}", flush=True)
     if figure is not None:
         figure.finish()
     return history

@@ -17,7 +17,7 @@
    search with k = 1 and k = 4, on a model trained for a few epochs (so that
    translations end with ``<eos>`` where a trained model's do).
 4. Adam's step, as a loop over the parameters and fused into one kernel
-   (``paper_optimizer(fused=True)``, what ``attnbook-translate train`` uses),
+   (``fused_paper_optimizer`` of ``attnbook.translate.recipe``, what ``attnbook-translate train`` uses),
    on the command line's default model with subword vocabularies of the
    default size: the optimizer step alone, and whole training steps (a batch
    of 48 pairs of 12 and 14 tokens), interleaved; medians and ratios.
@@ -29,7 +29,7 @@
 6. The run's step: whole training steps of that model with dropout 0.2 on
    that batch, as the chapters build it (PyTorch's dropout, the loss traced
    by autograd: ``sequence_loss``) and as the command line builds it
-   (``UniformDropout``, ``sequence_loss(..., fused=True)``), in float32 and, where the
+   (``UniformDropout``, ``fused_sequence_loss``), in float32 and, where the
    processor has the instructions, in bfloat16 mixed precision; interleaved,
    medians and ratios.
 
@@ -67,8 +67,9 @@ from attnbook.data import load_corpus
 from attnbook.decode import beam_search, greedy_decode
 from attnbook.masks import padding_mask
 from attnbook.positional import SinusoidalPositionalEncoding
-from attnbook.train import paper_optimizer, sequence_loss, teacher_forced_logits, train
+from attnbook.train import paper_optimizer, sequence_loss, train
 from attnbook.transformer import Transformer, TransformerConfig
+from attnbook.translate.recipe import fused_paper_optimizer, fused_sequence_loss, teacher_forced_logits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -364,7 +365,8 @@ def optimizer_step(repeats: int, steps: int = 20) -> dict[str, dict[str, float]]
     for name, fused in (("loop", False), ("fused", True)):
         torch.manual_seed(0)
         model = build_model("transformer", config).train()
-        runs[name] = (model, paper_optimizer(model, warmup=warmup, fused=fused)[0], None)
+        make = partial(fused_paper_optimizer, d_model=config["d_model"]) if fused else paper_optimizer
+        runs[name] = (model, make(model, warmup=warmup)[0], None)
     medians = interleaved_steps(runs, batch, repeats * steps)
     params = sum(p.numel() for p in runs["loop"][0].parameters())
     print(f"\n[4] Adam's step, the command line's default model ({params:,} parameters); medians of {repeats * steps}")
@@ -393,7 +395,7 @@ def precision_step(repeats: int, steps: int = 20) -> dict:
     for name, autocast in (("float32", None), ("bfloat16", torch.bfloat16)):
         torch.manual_seed(0)
         model = build_model("transformer", config).train()
-        runs[name] = (model, paper_optimizer(model, warmup=warmup, fused=True)[0], autocast)
+        runs[name] = (model, fused_paper_optimizer(model, d_model=config["d_model"], warmup=warmup)[0], autocast)
     medians = interleaved_steps(runs, batch, n)
     plain, mixed = medians["float32"]["step"], medians["bfloat16"]["step"]
     print(
@@ -424,11 +426,16 @@ def run_step(repeats: int, steps: int = 20, dropout: float = 0.2) -> dict:
         runs = {}
         for name, (make, loss) in {
             "chapters": (lambda: Transformer(TransformerConfig(**config)), sequence_loss),
-            "command line": (lambda: build_model("transformer", config), partial(sequence_loss, fused=True)),
+            "command line": (lambda: build_model("transformer", config), fused_sequence_loss),
         }.items():
             torch.manual_seed(0)
             model = make().train()
-            runs[name] = (model, paper_optimizer(model, warmup=warmup, fused=True)[0], autocast, loss)
+            runs[name] = (
+                model,
+                fused_paper_optimizer(model, d_model=config["d_model"], warmup=warmup)[0],
+                autocast,
+                loss,
+            )
         medians = interleaved_steps(runs, batch, repeats * steps)
         chapters, ours = medians["chapters"]["step"], medians["command line"]["step"]
         print(
@@ -523,7 +530,7 @@ def loop_step(
         n_tokens = int((batch.tgt_out != 0).sum())
 
         def before(model, forward, optimizer, batch=batch):
-            loss = sequence_loss(teacher_forced_logits(forward, batch, autocast), batch.tgt_out, 0, 0.1, fused=True)
+            loss = fused_sequence_loss(teacher_forced_logits(forward, batch, autocast), batch.tgt_out, 0, 0.1)
             if not torch.isfinite(loss):
                 raise FloatingPointError("the loss is not finite")
             optimizer.zero_grad(set_to_none=True)
@@ -540,7 +547,7 @@ def loop_step(
             torch.manual_seed(0)
             model = build_model("transformer", config).to(device).train()
             forward = torch.compile(model, dynamic=True) if name == "compiled" else model
-            runs[name] = (model, forward, paper_optimizer(model, warmup=4000, fused=True)[0], step)
+            runs[name] = (model, forward, fused_paper_optimizer(model, d_model=config["d_model"], warmup=4000)[0], step)
         compile_seconds = None
         for name, (model, forward, optimizer, step) in runs.items():  # warm up (and compile)
             start = time.perf_counter()

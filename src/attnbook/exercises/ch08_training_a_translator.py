@@ -82,7 +82,7 @@ check_noam_lambda = Checker(
     refuses=(
         "attnbook.train.noam_lr",
         "attnbook.train.NoamSchedule",
-        "attnbook.train.LinearDecaySchedule",
+        "attnbook.translate.recipe.LinearDecaySchedule",
         "attnbook.train.paper_optimizer",
         "torch.optim.lr_scheduler.*",
         "d2l.*",
@@ -208,7 +208,7 @@ check_prior_smoothed_loss = Checker(
     refuses=(
         "attnbook.train.sequence_loss",
         "attnbook.train.smoothed_targets",
-        "attnbook.train._SmoothedCrossEntropy",
+        "attnbook.translate.recipe._SmoothedCrossEntropy",
         "d2l.*",
     ),
 )

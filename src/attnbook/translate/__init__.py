@@ -14,8 +14,8 @@ a checksum of the sentences (pairs that share a sentence stay together; the
 same split on every machine, whatever the order of the lines, and the same
 as chapter 1's :func:`~attnbook.data.corpus_from_pairs`), learns subword
 vocabularies from the training pairs with SentencePiece (``--tokens words``:
-chapter 1's words), and trains with the paper's recipe through
-:func:`attnbook.train.train`, fitted to the device and, on a CPU with a time
+chapter 1's words), and trains with the paper's recipe
+(:mod:`~attnbook.translate.recipe`), fitted to the device and, on a CPU with a time
 budget, to the passes that the speed it measures first allows
 (:func:`~attnbook.translate.cmd_train.fit_to_pace`); at the end it keeps the average of snapshots of
 the weights over its last steps when that lowers the validation loss, and chooses how to
@@ -54,6 +54,7 @@ The package, one job a module, in the order a run needs them:
 :mod:`~attnbook.translate.cluster`              the device, and the processes of ``torchrun``
 :mod:`~attnbook.translate.run_folder`           the run folder, written and read back
 :mod:`~attnbook.translate.budget`               the budget, its plan, and where a run stands
+:mod:`~attnbook.translate.recipe`               the paper's recipe made fast: the loss, Adam, the schedule
 :mod:`~attnbook.translate.train`                the training loop, top to bottom
 :mod:`~attnbook.translate.decoding`             many sentences, by beam search or greedily
 :mod:`~attnbook.translate.choose`               the decoding chosen on the validation pairs

@@ -26,7 +26,6 @@ from collections.abc import Callable
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any
 
-from .. import train
 from .console import CommandError
 
 __all__ = [
@@ -102,8 +101,9 @@ def few_passes_recipe(passes: float, chosen: set[str] | frozenset[str] = frozens
 FEW_PASSES_NOTE = f"from {FEW_PASSES_FROM:g} up to {FEW_PASSES:g} passes in a time budget on a CPU"
 
 MODELS, DTYPES = ("transformer", "rnn"), (AUTO, "float32", "float64", "bfloat16")
-#: How the learning rate falls after the warm-up (:data:`attnbook.train.DECAYS`).
-DECAYS = tuple(train.DECAYS)
+#: How the learning rate falls after the warm-up: as the paper's, or in a straight line to zero at the budget's end
+#: (each one's schedule: :data:`attnbook.translate.recipe.SCHEDULES`).
+DECAYS = ("inverse-sqrt", "linear")
 #: What a run reads and writes: subword pieces (SentencePiece) or chapter 1's words; one subword model or two.
 TOKEN_KINDS, VOCAB_SHARING = ("subwords", "words"), ("auto", "shared", "separate")
 
