@@ -64,6 +64,7 @@ COVERED = {
         "LinearSelfAttention",
         "LinformerSelfAttention",
     },
+    "attnbook.decoder_only": {"DecoderOnlyTransformer", "DecoderOnlyLayer", "CausalSelfAttention", "FeedForward"},
 }
 
 STEPS_PER_RUN = 24
@@ -94,14 +95,11 @@ def _translation_run(model: nn.Module, corpus, *, label_smoothing: float, recipe
         corpus.batches("valid", batch_size=64),
         epochs=100,
         lr=3e-3,
-        pad_id=corpus.tgt_vocab.pad_id,
         label_smoothing=label_smoothing,
         optimizer=optimizer,
         scheduler=scheduler,
-        seed=0,
         plot=False,
         verbose=False,
-        log_every=1,
         on_step=lambda step: (losses.append(step.loss), len(losses) >= STEPS_PER_RUN)[1],
     )
     model.eval()
@@ -208,6 +206,30 @@ def _attention_head_run(kind: str) -> dict:
     return {"losses": losses, "weights": _weights(model)}
 
 
+def _language_model_run(**changes) -> dict:
+    """Chapter 10: a decoder-only language model trained on next tokens, then greedy generation with its cache."""
+    from attnbook.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer, generate, next_token_loss
+
+    torch.manual_seed(0)
+    config = DecoderOnlyConfig(20, d_model=32, num_heads=4, num_layers=2, d_ff=64, max_len=32, **changes)
+    model = DecoderOnlyTransformer(config)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    data = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(STEPS_PER_RUN):
+        start = torch.randint(1, 20, (16, 1), generator=data)
+        tokens = (start + torch.arange(24)).remainder(19) + 1  # counting: the next token follows from the last
+        loss = next_token_loss(model(tokens), tokens)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    prompt = torch.tensor([[3, 4, 5], [11, 12, 13]])
+    greedy = generate(model, prompt, 8).tolist()
+    uncached = generate(model, prompt, 8, cache=False).tolist()
+    return {"losses": losses, "weights": _weights(model), "greedy": greedy, "uncached": uncached}
+
+
 def runs() -> dict[str, dict]:
     from attnbook.data import load_corpus
     from attnbook.rnn import Seq2Seq, Seq2SeqConfig
@@ -246,6 +268,10 @@ def runs() -> dict[str, dict]:
     results["softmax encoder (chapter 9)"] = _encoder_run("softmax")
     results["linear attention (chapter 9)"] = _efficient_attention_run("linear")
     results["Linformer (chapter 9)"] = _efficient_attention_run("Linformer")
+    results["decoder-only language model (chapter 10)"] = _language_model_run()
+    results["decoder-only, rotary and grouped-query (chapter 10)"] = _language_model_run(
+        positions="rotary", num_kv_heads=2, activation="relu"
+    )
     return results
 
 

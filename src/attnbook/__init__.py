@@ -16,6 +16,8 @@ Each module holds one idea of the book, named after it:
 - ``attnbook.translate``   chapter 8: the command line ``attnbook-translate`` (train, evaluate, translate; torchrun),
                            a package with one module per job
 - ``attnbook.fastformer``  chapter 9: Fastformer's additive attention, its layer and encoder, a softmax baseline
+- ``attnbook.decoder_only`` chapter 10: a GPT-style decoder-only language model, sampling, rotary positions,
+                           grouped-query attention, GPT-2's weights
 - ``attnbook.exercises``   the checkers for every chapter's exercises
 - ``attnbook.notebook``    notebook conventions: setup, showing source, strict warnings under the tests
 - ``attnbook.diagrams``    the schematic diagrams of chapters 2 to 6, drawn by code

@@ -34,6 +34,7 @@ ABOUT = {
     "bench_transformer": "chapter 7: a training step of the whole Transformer, and decoding with the key-value cache",
     "bench_translator": "chapter 8: training throughput, the key-value cache, greedy decoding and beam search",
     "bench_fastformer": "chapter 9: Fastformer against softmax attention, from short to long sequences",
+    "bench_decoder_only": "chapter 10: greedy generation with the key-value cache against transformers' GPT-2",
     "bench_notebooks": "every chapter, alone, against its time budget",
 }
 
