@@ -339,19 +339,30 @@ def _in_the_child(fn, a, k):
     return fn(*a, **k)
 
 
+#: The functions handed to a forked pool, by key: the child finds them in the memory it inherits, so nothing
+#: depends on pickling them (a module reloaded by an earlier test makes a reference function unpicklable by name).
+_SENT: dict[int, object] = {}
+
+
+def _in_the_child_by_key(key, a, k):
+    return _in_the_child(_SENT[key], a, k)
+
+
 def _fork_pool(fn):
     def run(*a, **k):
+        _SENT[id(fn)] = fn
         with multiprocessing.get_context("fork").Pool(1) as pool:
-            return pool.apply(_in_the_child, (fn, a, k))
+            return pool.apply(_in_the_child_by_key, (id(fn), a, k))
 
     return run
 
 
 def _process_executor(fn):
     def run(*a, **k):
+        _SENT[id(fn)] = fn
         context = multiprocessing.get_context("fork")
         with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
-            return pool.submit(_in_the_child, fn, a, k).result()
+            return pool.submit(_in_the_child_by_key, id(fn), a, k).result()
 
     return run
 
