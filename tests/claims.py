@@ -435,6 +435,31 @@ def _setting_value(text: str) -> float | None:
     return float(WORDS.get(number, 1 if number == "one" else 0)) if number.isalpha() else float(number.replace(",", ""))
 
 
+def _literal_without_full_run(node):
+    """A literal node's value, as it is with FULL_RUN off (``a if FULL_RUN else b`` is ``b``)."""
+    import ast
+
+    if isinstance(node, ast.IfExp) and "FULL_RUN" in ast.unparse(node.test):
+        return _literal_without_full_run(node.orelse)
+    return ast.literal_eval(node)
+
+
+def _code_cell_trees(path: Path):
+    """The syntax tree of each code cell of a notebook (IPython's syntax turned into Python; cells that still do
+    not parse are left out)."""
+    import ast
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    for cell in read_notebook(path).cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            yield ast.parse(TransformerManager().transform_cell(cell.source))
+        except SyntaxError:
+            continue
+
+
 def setting_values(path: Path, name: str) -> tuple[str, list]:
     """What a notebook's code gives the setting ``name``: ("assigns", [value]) for a constant it assigns at the
     top level of a cell (as with FULL_RUN off), else ("passes", values) for every literal it passes as the
@@ -442,25 +467,13 @@ def setting_values(path: Path, name: str) -> tuple[str, list]:
     as its one argument (``torch.set_num_threads(1)``)."""
     import ast
 
-    from IPython.core.inputtransformer2 import TransformerManager
-
     assigned = notebook_settings(path)
     if name in assigned:
         return "assigns", [assigned[name]]
-
-    def literal(node):
-        if isinstance(node, ast.IfExp) and "FULL_RUN" in ast.unparse(node.test):
-            return literal(node.orelse)
-        return ast.literal_eval(node)
+    literal = _literal_without_full_run
 
     given = []
-    for cell in read_notebook(path).cells:
-        if cell.cell_type != "code":
-            continue
-        try:
-            tree = ast.parse(TransformerManager().transform_cell(cell.source))
-        except SyntaxError:
-            continue
+    for tree in _code_cell_trees(path):
         for node in ast.walk(tree):
             nodes = []
             if isinstance(node, ast.Call):
@@ -512,21 +525,9 @@ def notebook_settings(path: Path) -> dict[str, object]:
     """
     import ast
 
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    def value(node):
-        if isinstance(node, ast.IfExp) and "FULL_RUN" in ast.unparse(node.test):
-            return value(node.orelse)
-        return ast.literal_eval(node)
-
+    value = _literal_without_full_run
     settings: dict[str, object] = {}
-    for cell in read_notebook(path).cells:
-        if cell.cell_type != "code":
-            continue
-        try:
-            tree = ast.parse(TransformerManager().transform_cell(cell.source))
-        except SyntaxError:
-            continue
+    for tree in _code_cell_trees(path):
         for node in tree.body:
             if not isinstance(node, ast.Assign) or len(node.targets) != 1:
                 continue
