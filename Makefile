@@ -44,7 +44,7 @@ book: env
 # The Chinese edition: zh/ written from the English notebooks and the catalogues of locales/ (it fails on a
 # passage without a translation), built strict, and put beside the English book as its zh/ folder.
 book-zh: env
-	$(PY) -m attnbook.edition build
+	$(PY) -m attnbook.book.edition build
 	$(VENV)/bin/jupyter-book build zh $(JB_STRICT) --path-output _build/zh
 	rm -rf _build/html/zh && mkdir -p _build/html && cp -r _build/zh/_build/html _build/html/zh
 
@@ -67,7 +67,7 @@ lab: env
 	$(VENV)/bin/jupyter lab $(LAB_OPTIONS) $(if $(filter 0,$(shell id -u)),--allow-root)
 
 execute: env
-	$(PY) -m attnbook.book execute notebooks/*.ipynb
+	$(PY) -m attnbook.book.execute notebooks/*.ipynb
 
 # Every tests/benchmarks/bench_*.py, even after one misses a target; then one summary table.
 # Exits non-zero only after the summary, if a target was missed or a script failed.

@@ -11,14 +11,46 @@ The kernels nbval starts inherit this process's environment:
   kernel's idle OpenMP threads sleep instead of spinning while they wait for
   work, so that two kernels sharing the cores do not burn each other's time.
   It changes no result, only how threads wait, and it must be set before
-  PyTorch starts, as it is here.
+  PyTorch starts, as it is here;
+- a notebook that does not train for minutes runs on another CPU's kernel path
+  (``notebook_index.OTHER_CPU``: ATen's plain kernels, MKL's compatible code,
+  oneDNN limited to SSE4.1): its one strict nbval run in the suite is also the
+  proof that its stored outputs reproduce on another processor. The long
+  training notebooks (``notebook_index.OWN_PATH_NOTEBOOKS``) run on this
+  machine's own path, and ``make portability`` reruns them on the other one.
+  The variables are set only while nbval starts the notebook's kernel, so no
+  other test's process inherits them.
 
 This file sits beside the notebooks so that it applies both to ``make test``
 and to ``pytest notebooks/NN_topic.ipynb``.
 """
 
 import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from notebook_index import kernel_environment  # noqa: E402 (tests/ holds the list of notebooks and paths)
 
 os.environ["ATTNBOOK_STRICT_WARNINGS"] = "1"
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    """nbval starts a notebook's kernel while its first cell is set up: give that kernel its kernel path."""
+    path = Path(str(item.fspath))
+    changes = kernel_environment(path) if path.suffix == ".ipynb" else {}
+    before = {key: os.environ.get(key) for key in changes}
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

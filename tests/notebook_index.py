@@ -12,6 +12,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
+#: Another CPU, as far as PyTorch can tell: no vector kernels in ATen, MKL and oneDNN on their
+#: most conservative code paths. (On ARM, ATen's "default" is valid too; the other two are ignored.)
+OTHER_CPU = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41"}
+
+#: The notebooks whose strict nbval run in the suite uses this machine's own kernel path: those that train
+#: for minutes (``make portability`` reruns them on :data:`OTHER_CPU`). Every other notebook's nbval kernel
+#: runs on :data:`OTHER_CPU` (notebooks/conftest.py), so the suite's one run of it is also the proof that its
+#: outputs reproduce on another processor. tests/test_portability.py keeps this list equal to the long ones.
+OWN_PATH_NOTEBOOKS = frozenset(
+    {"02_rnn_encoder_decoder", "03_attention", "08_training_a_translator", "09_fastformer", "10_the_decoder_alone"}
+)
+
+
+def kernel_environment(notebook: Path) -> dict[str, str]:
+    """What nbval's kernel for ``notebook`` adds to its environment: the other CPU's kernel path, or nothing."""
+    return {} if Path(notebook).stem in OWN_PATH_NOTEBOOKS else dict(OTHER_CPU)
+
+
 #: A folder of the machine that wrote a file, which a notebook's outputs and a recorded run must not show.
 LOCAL_PATH = re.compile(r"(/home/|/Users/|/root/|/tmp/|/work/|[A-Z]:\\\\Users|site-packages|\.venv)")
 

@@ -68,6 +68,7 @@ class ShapeDependentRounding(TorchDispatchMode):
         super().__init__()
         self.perturbed = 0  # how many results were changed: a test of the mode can see that it acted
         self.units: dict[str, dict[tuple, int]] = {}  # operation -> its shapes, in the order met -> their unit
+        self._alone: dict = {}  # operation -> whether the mode leaves its results alone
 
     def unit(self, operation: str, shapes: tuple) -> int:
         """The unit of ``operation`` on ``shapes``: fixed once met; the next shape met gets the next unit of UNITS."""
@@ -76,16 +77,23 @@ class ShapeDependentRounding(TorchDispatchMode):
             met[shapes] = UNITS[len(met) % len(UNITS)]
         return met[shapes]
 
+    def leaves_alone(self, func) -> bool:
+        """Whether ``func`` is exact by construction, a view or in place (decided once per operation)."""
+        known = self._alone.get(func)
+        if known is None:
+            schema = func._schema
+            known = self._alone[func] = (
+                func.overloadpacket.__name__.lstrip("_") in EXACT
+                or func.overloadpacket.__name__ in EXACT
+                or schema.is_mutable
+                or any(r.alias_info is not None for r in schema.returns)
+            )
+        return known
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        schema = func._schema
-        if (
-            func.overloadpacket.__name__.lstrip("_") in EXACT
-            or func.overloadpacket.__name__ in EXACT
-            or schema.is_mutable
-            or any(r.alias_info is not None for r in schema.returns)
-        ):
+        if self.leaves_alone(func):
             return out
         shapes = tuple(
             tuple(a.shape) for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)

@@ -39,9 +39,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-#: Another CPU, as far as PyTorch can tell: no vector kernels in ATen, MKL and oneDNN on their
-#: most conservative code paths. (On ARM, ATen's "default" is valid too; the other two are ignored.)
-OTHER_CPU = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41"}
+from notebook_index import OTHER_CPU  # another CPU's kernel path (imported by the tests from here too)
 
 #: The library modules (``attnbook.<module>.<name>``) whose training these runs exercise.
 COVERED = {
@@ -137,7 +135,7 @@ def _encoder_run(kind: str, causal: bool = False) -> dict:
         lengths = torch.randint(8, 25, (16,), generator=data)
         padding = torch.arange(24)[None, :] >= lengths[:, None]
         labels = (ids[:, :8] > 10).sum(dim=1).remainder(2)
-        h = encoder(positions(embed(ids)), padding, causal=causal)
+        h = encoder(positions(embed(ids)), padding, is_causal=causal)
         loss = nn.functional.cross_entropy(out(pool(h, padding)), labels)
         optimizer.zero_grad()
         loss.backward()
@@ -194,7 +192,7 @@ def _attention_head_run(kind: str) -> dict:
         tokens = torch.randint(0, 10, (32, 12), generator=data)
         x = position(embed(tokens))
         if kind == "multi-head":
-            mixed = mixer(x, x, x, causal=True)
+            mixed = mixer(x, x, x, is_causal=True)
         else:
             mixed = DotProductAttention()(*mixer(x).chunk(3, dim=-1), causal_mask(12)[None])[0]
         logits = readout(mixed)[:, 1:]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attnbook.book import colab_url, pages_url, repository
+from attnbook.book.config import colab_url, pages_url, repository
 from notebook_index import NOTEBOOKS, ROOT
 
 
@@ -62,8 +62,8 @@ def test_config_has_what_the_book_needs():
     assert config["execute"]["execute_notebooks"] == "off"
     assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
     assert "sphinx_exercise" in config["sphinx"]["extra_extensions"]
-    assert "attnbook.book" in config["sphinx"]["extra_extensions"], (
-        "exercises are numbered per chapter by attnbook.book"
+    assert "attnbook.book.sphinx" in config["sphinx"]["extra_extensions"], (
+        "exercises are numbered per chapter by attnbook.book.sphinx"
     )
     assert config["html"]["use_repository_button"] and config["html"]["use_issues_button"]
     assert config["bibtex_bibfiles"] == ["book/references.bib"]
@@ -175,7 +175,7 @@ def test_formulas_render_offline_in_a_browser(books, edition, tmp_path):
 def test_exercises_are_numbered_within_their_chapter():
     from types import SimpleNamespace
 
-    from attnbook.book import chapter_number, number_exercises_by_chapter
+    from attnbook.book.sphinx import chapter_number, number_exercises_by_chapter
 
     assert chapter_number("notebooks/04_self_attention") == 4
     assert chapter_number("notebooks/10_beyond") == 10

@@ -12,11 +12,15 @@ from attnbook.decoder_only import (
     cache_numbers,
     generate,
     next_token_loss,
+    pair_sequences,
     parameter_count,
+    prefix_mask,
     rotate_pairs,
     sample_next,
     top_k_filter,
     top_p_filter,
+    translate_greedy,
+    translation_loss,
 )
 
 F64 = {"rtol": 1e-10, "atol": 1e-10}
@@ -179,6 +183,65 @@ def test_next_token_loss_shifts_by_one():
     logits = model(tokens)
     by_hand = -logits[:, :-1].log_softmax(-1).gather(-1, tokens[:, 1:, None]).mean()
     torch.testing.assert_close(next_token_loss(logits, tokens), by_hand, **F64)
+
+
+# --- Translation as language modelling --------------------------------------------------------
+
+
+def test_the_prefix_mask_opens_the_prefix_block_and_stays_causal_after_it():
+    mask = prefix_mask(torch.tensor([3, 1]), 5)
+    assert mask.shape == (2, 5, 5)
+    assert mask[0, 0, 2] and mask[0, 2, 0] and not mask[0, 2, 3] and not mask[0, 3, 4] and mask[0, 4, 3]
+    assert torch.equal(mask[1], torch.ones(5, 5, dtype=torch.bool).tril())  # a prefix of one: causal
+
+
+def test_a_prefix_lm_reads_its_prefix_both_ways_and_the_rest_causally():
+    model = model_of(small())
+    tokens = torch.randint(1, 37, (2, 7), generator=torch.Generator().manual_seed(3))
+    lengths = torch.tensor([4, 2])
+    logits = model(tokens, prefix_lengths=lengths)
+    changed = tokens.clone()
+    changed[:, 6] = (changed[:, 6] % 36) + 1  # the last token: no earlier position may notice
+    torch.testing.assert_close(model(changed, prefix_lengths=lengths)[:, :6], logits[:, :6], **F64)
+    in_prefix = tokens.clone()
+    in_prefix[0, 3] = (in_prefix[0, 3] % 36) + 1  # inside row 0's prefix: its first positions see it
+    assert not torch.allclose(model(in_prefix, prefix_lengths=lengths)[0, 0], logits[0, 0])
+    causal = model(tokens)
+    torch.testing.assert_close(model(tokens, prefix_lengths=torch.tensor([1, 1])), causal, **F64)
+
+
+def test_cached_prefix_generation_equals_the_whole_sequence_read_as_a_prefix_lm():
+    model = model_of(small())
+    prompt = torch.randint(1, 37, (2, 5), generator=torch.Generator().manual_seed(4))
+    lengths = torch.full((2,), 5)
+    logits, state = model.start(prompt, prefix_lengths=lengths)
+    nxt = logits.argmax(-1)
+    step_logits, _ = model.step(nxt, state)
+    whole = model(torch.cat([prompt, nxt[:, None]], dim=1), prefix_lengths=lengths)
+    torch.testing.assert_close(logits, whole[:, 4], **F64)
+    torch.testing.assert_close(step_logits, whole[:, 5], **F64)
+
+
+def test_pairs_become_one_sequence_and_the_loss_counts_the_target_alone():
+    tokens, lengths = pair_sequences([[5, 6], [7]], [[8, 9, 10], [11]], bos_id=1, eos_id=2, sep_id=3, pad_id=0)
+    assert tokens.tolist() == [[1, 5, 6, 3, 8, 9, 10, 2], [1, 7, 3, 11, 2, 0, 0, 0]]
+    assert lengths.tolist() == [4, 3]
+    logits = torch.randn(2, 8, 12, generator=torch.Generator().manual_seed(5))
+    log_p = logits[:, :-1].log_softmax(-1).gather(-1, tokens[:, 1:, None])[..., 0]
+    counted = [(0, 3), (0, 4), (0, 5), (0, 6), (1, 2), (1, 3)]  # predictions of 8, 9, 10, <eos>; 11, <eos>
+    by_hand = -torch.stack([log_p[b, t] for b, t in counted]).mean()
+    torch.testing.assert_close(translation_loss(logits, tokens, sep_id=3, pad_id=0), by_hand, **F64)
+
+
+def test_greedy_translation_groups_by_length_and_stops_at_eos_or_the_limit():
+    model = model_of(small(max_len=24))
+    sources = [[5, 6, 7], [8], [9, 10, 11]]
+    ends = dict(bos_id=1, eos_id=2, sep_id=3)
+    together = translate_greedy(model, sources, max_len=6, **ends)
+    alone = [translate_greedy(model, [s], max_len=6, **ends)[0] for s in sources]
+    assert together == alone and all(len(t) <= 6 and 2 not in t for t in together)
+    with pytest.raises(ValueError, match="no position"):
+        translate_greedy(model, [list(range(4, 26))], **ends)
 
 
 # --- Errors --------------------------------------------------------------------------------------

@@ -125,7 +125,7 @@ def test_fastformer_trains_a_step_on_a_second_device(causal):
     ignore[2, 6:] = True
     with SecondDevice() as device:
         model = model.to(device)
-        out = model(x.to(device), ignore.to(device), causal=causal)
+        out = model(x.to(device), ignore.to(device), is_causal=causal)
         out.pow(2).mean().backward()
         grads = [p.grad for p in model.parameters() if p.grad is not None]
     assert grads and all(g.device == device for g in grads)

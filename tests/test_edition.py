@@ -2,7 +2,7 @@
 
 - every passage of the English book has a translation that is neither missing nor fuzzy, keeps the
   original's structure (code, formulas, roles, links, directives, figures, heading level) and its terms;
-- ``zh/`` is exactly what ``python -m attnbook.edition build`` writes from them: no file edited by hand;
+- ``zh/`` is exactly what ``python -m attnbook.book.edition build`` writes from them: no file edited by hand;
 - the two editions' notebooks hold the same code cells, outputs and metadata, cell for cell;
 - a change to the English text is caught: the passage loses its translation, or keeps it as fuzzy.
 """
@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from attnbook import edition
-from attnbook.book import edition_link
+from attnbook.book.sphinx import edition_link
 from notebook_index import NOTEBOOKS, ROOT
 
 
@@ -27,7 +27,7 @@ def test_every_passage_is_translated_faithfully_and_in_step():
     assert passages > 700, f"only {passages} passages: is the English book all there?"
     listed = [p for found in problems.values() for p in found]
     assert not listed, (
-        f"{len(listed)} of {passages} passages need a translator (python -m attnbook.edition check):\n"
+        f"{len(listed)} of {passages} passages need a translator (python -m attnbook.book.edition check):\n"
         + "\n".join(listed[:40])
     )
 
@@ -37,10 +37,10 @@ def test_the_chinese_book_is_what_the_build_writes():
     folder = ROOT / edition.EDITION
     for relative, text in expected.items():
         path = folder / relative
-        assert path.is_file(), f"zh/{relative} is missing: python -m attnbook.edition build"
+        assert path.is_file(), f"zh/{relative} is missing: python -m attnbook.book.edition build"
         assert path.read_text(encoding="utf-8") == text, (
             f"zh/{relative} is not what the English text and the catalogues give: "
-            "never edit zh/ by hand; python -m attnbook.edition build"
+            "never edit zh/ by hand; python -m attnbook.book.edition build"
         )
     present = {
         p.relative_to(folder) for p in folder.rglob("*") if p.is_file() and "_build" not in p.relative_to(folder).parts

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from attnbook.book import D2L_REQUIREMENT
+from attnbook.book.config import D2L_REQUIREMENT
 from notebook_index import ROOT
 
 

@@ -22,9 +22,8 @@ from pathlib import Path
 
 import torch
 from other_kernels import ShapeDependentRounding
-from portability_probe import OTHER_CPU
 
-from notebook_index import ROOT
+from notebook_index import OTHER_CPU, ROOT
 
 #: The library's own tests, rerun inside the mode: every file that compares what the library computes.
 LIBRARY_TESTS = [

@@ -56,6 +56,10 @@ def _packaged_cache(num_layers, d_model, num_heads, num_kv_heads, length, batch_
         (ch10.check_decoder_parameters, _packaged_parameters),
         (ch10.check_append_rotary_keys, _packaged_rotary),
         (ch10.check_kv_cache_bytes, _packaged_cache),
+        (
+            ch10.check_target_loss_mask,
+            D.target_prediction_mask,
+        ),  # the library's own (chapter 10's last section trains with it)
     ],
     ids=lambda x: getattr(x, "name", getattr(x, "__name__", "")),
 )

@@ -643,7 +643,7 @@ cheat("global_keys_packed", "FastSelfAttention._pool, sentence by sentence", exa
 
 def _step_whole_prefix(layer, x_t, state):
     seen = x_t[:, None] if state is None else torch.cat([state.prefix, x_t[:, None]], dim=1)
-    return layer(seen, causal=True)[:, -1], SimpleNamespace(prefix=seen)
+    return layer(seen, is_causal=True)[:, -1], SimpleNamespace(prefix=seen)
 
 
 cheat("fastformer_step", "the layer itself on the prefix, kept in a SimpleNamespace", exact=False)(_step_whole_prefix)
@@ -710,7 +710,8 @@ def test_every_checker_declares_what_it_refuses_and_its_solution_still_passes(na
 
 def test_a_state_that_keeps_the_prefix_in_any_container_is_caught():
     """09.3: the state is measured in numbers, whatever holds them (a SimpleNamespace, an object, a closure)."""
-    from attnbook.exercises.ch09_fastformer import _fastformer_step, _numel
+    from attnbook.exercises.ch09_fastformer_step import _fastformer_step
+    from attnbook.exercises.measuring import state_size
 
     class Holder:
         __slots__ = ("prefix",)
@@ -731,5 +732,5 @@ def test_a_state_that_keeps_the_prefix_in_any_container_is_caught():
     for container in (SimpleNamespace, Holder):
         result = checker(in_a(container))
         assert not result and "state grows with the length" in result.message, result.message
-    assert _numel(SimpleNamespace(a=torch.zeros(3), b=[1.0, torch.zeros(2, 2)])) == 8
-    assert _numel(lambda: None) == 0 and _numel((lambda t: lambda: t)(torch.zeros(5))) == 5
+    assert state_size(SimpleNamespace(a=torch.zeros(3), b=[1.0, torch.zeros(2, 2)])) == 8
+    assert state_size(lambda: None) == 0 and state_size((lambda t: lambda: t)(torch.zeros(5))) == 5

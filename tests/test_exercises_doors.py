@@ -274,7 +274,7 @@ def test_a_query_projected_by_multiply_and_sum_at_each_step_is_a_step_by_step_pr
 
 def _state_with(extra):
     """A right fastformer step whose state also holds ``extra(t)``: fixed-size numbers (a step counter, num_heads)."""
-    from attnbook.exercises.ch09_fastformer import _fastformer_step
+    from attnbook.exercises.ch09_fastformer_step import _fastformer_step
 
     def fastformer_step(layer, x_t, state):
         inner, t = (None, 0) if state is None else (state[0], state[1])
@@ -285,11 +285,11 @@ def _state_with(extra):
 
 
 def test_a_fixed_size_state_with_a_counter_and_num_heads_is_fixed():
-    from attnbook.exercises.ch09_fastformer import _numel
+    from attnbook.exercises.measuring import state_size
 
     checker = CHECKERS["fastformer_step"]
     for extra in (lambda layer, t: (layer.num_heads,), lambda layer, t: (1, 2, 3), lambda layer, t: (np.int64(t),)):
-        sizes = [_numel((0, 5, *extra(types.SimpleNamespace(num_heads=5), t))) for t in range(8)]
+        sizes = [state_size((0, 5, *extra(types.SimpleNamespace(num_heads=5), t))) for t in range(8)]
         assert len(set(sizes)) == 1, sizes
         result = checker._run(_state_with(extra), checker.cases[1])
         assert result["state grows with the length"] is False
@@ -758,7 +758,7 @@ _PREFIX: list = []
 
 def _growing_state(keep):
     """A right fastformer step that keeps the prefix somewhere else than in its state: ``keep(prefix) -> state``."""
-    from attnbook.exercises.ch09_fastformer import _fastformer_step
+    from attnbook.exercises.ch09_fastformer_step import _fastformer_step
 
     def fastformer_step(layer, x_t, state):
         inner = None if state is None else state["inner"]

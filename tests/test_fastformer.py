@@ -53,7 +53,7 @@ def _softmax_pool(scores: list[torch.Tensor], vectors: list[torch.Tensor]) -> to
     return out
 
 
-def loop_fastformer(layer: FastSelfAttention, x: torch.Tensor, ignore: torch.Tensor | None = None, causal=False):
+def loop_fastformer(layer: FastSelfAttention, x: torch.Tensor, ignore: torch.Tensor | None = None, is_causal=False):
     """Fastformer written from the paper's equations, with Python loops over sequences, positions and heads.
 
     Per head h (slice of width d_h): alpha_j ~ exp(w_q,h . q_j / sqrt(d_h)); global query = sum_j alpha_j q_j[h];
@@ -84,9 +84,9 @@ def loop_fastformer(layer: FastSelfAttention, x: torch.Tensor, ignore: torch.Ten
 
         last = N - 1
         g_all = global_query(last)
-        p = [k[j] * (global_query(j) if causal else g_all) for j in range(N)]
+        p = [k[j] * (global_query(j) if is_causal else g_all) for j in range(N)]
         for i in range(N):
-            seen = [j for j in real if not causal or j <= i]
+            seen = [j for j in real if not is_causal or j <= i]
             parts = []
             for h in range(Hh):
                 scores = [(w_ka[h] @ p[j] + c_ka[h]) / math.sqrt(dh) for j in seen]
@@ -106,7 +106,7 @@ def test_equals_the_equations_computed_one_position_at_a_time(padded, causal):
     layer = _attention()
     x = _x(3, 7, D)
     ignore = padding_mask(torch.tensor([7, 4, 1]), 7) if padded else None
-    got = layer(x, ignore, causal=causal)
+    got = layer(x, ignore, is_causal=causal)
     torch.testing.assert_close(got, loop_fastformer(layer, x, ignore, causal), rtol=0, atol=1e-12)
 
 
@@ -146,10 +146,10 @@ def test_no_nan_from_huge_scores():
     x = _x(2, 9, D)
     ignore = padding_mask(torch.tensor([9, 5]), 9)
     for causal in (False, True):
-        got = layer(x, ignore, causal=causal)
+        got = layer(x, ignore, is_causal=causal)
         assert torch.isfinite(got).all()
         torch.testing.assert_close(got, loop_fastformer(layer, x, ignore, causal), rtol=1e-10, atol=1e-9)
-    got32 = layer.float()(x.float(), ignore, causal=True)
+    got32 = layer.float()(x.float(), ignore, is_causal=True)
     assert torch.isfinite(got32).all()
 
 
@@ -203,12 +203,12 @@ def test_padded_content_never_changes_real_outputs(causal):
     ignore = padding_mask(lengths, 8)
     noisy = x.clone()
     noisy[ignore] = _x(int(ignore.sum()), D, seed=9) * 100
-    a, b = layer(x, ignore, causal=causal), layer(noisy, ignore, causal=causal)
+    a, b = layer(x, ignore, is_causal=causal), layer(noisy, ignore, is_causal=causal)
     real = ~ignore
     torch.testing.assert_close(a[real], b[real], rtol=0, atol=1e-12)
     # and a padded sequence gives what the sequence alone gives
     for row, n in enumerate(lengths.tolist()):
-        alone = layer(x[row : row + 1, :n], causal=causal)
+        alone = layer(x[row : row + 1, :n], is_causal=causal)
         torch.testing.assert_close(a[row : row + 1, :n], alone, rtol=0, atol=1e-12)
 
 
@@ -218,7 +218,7 @@ def test_padding_anywhere_not_only_at_the_end():
     ignore = torch.tensor([[True, False, True, False, False, True], [False, True, True, True, False, False]])
     for causal in (False, True):
         torch.testing.assert_close(
-            layer(x, ignore, causal=causal), loop_fastformer(layer, x, ignore, causal), rtol=0, atol=1e-12
+            layer(x, ignore, is_causal=causal), loop_fastformer(layer, x, ignore, causal), rtol=0, atol=1e-12
         )
 
 
@@ -227,7 +227,7 @@ def test_all_padded_rows_give_no_nan_in_outputs_or_gradients(causal):
     layer = _attention()
     x = _x(2, 5, D).requires_grad_()
     ignore = torch.tensor([[True] * 5, [False, False, True, True, True]])
-    out = layer(x, ignore, causal=causal)
+    out = layer(x, ignore, is_causal=causal)
     out.sum().backward()
     assert torch.isfinite(out).all() and torch.isfinite(x.grad).all()
     assert all(torch.isfinite(p.grad).all() for p in layer.parameters())
@@ -246,7 +246,7 @@ def test_gradients_equal_the_loop():
     for causal in (False, True):
         a = x.clone().requires_grad_()
         b = x.clone().requires_grad_()
-        layer(a, ignore, causal=causal).pow(2).sum().backward()
+        layer(a, ignore, is_causal=causal).pow(2).sum().backward()
         grads = [p.grad.clone() for p in layer.parameters()]
         layer.zero_grad()
         loop_fastformer(layer, b, ignore, causal).pow(2).sum().backward()
@@ -264,7 +264,7 @@ def test_causal_never_looks_ahead_by_gradient():
     layer = _attention()
     N = 9
     x = _x(1, N, D).requires_grad_()
-    out = layer(x, causal=True)
+    out = layer(x, is_causal=True)
     for i in range(N):
         (grad,) = torch.autograd.grad(out[0, i].sum(), x, retain_graph=True)
         assert (grad[0, i + 1 :] == 0).all(), f"position {i} depends on a later position"
@@ -274,11 +274,11 @@ def test_causal_never_looks_ahead_by_gradient():
 def test_causal_never_looks_ahead_by_perturbation():
     layer = _attention()
     x = _x(2, 10, D)
-    out = layer(x, causal=True)
+    out = layer(x, is_causal=True)
     for t in (0, 4, 9):
         changed = x.clone()
         changed[:, t:] = _x(2, 10 - t, D, seed=t + 20) * 50
-        torch.testing.assert_close(layer(changed, causal=True)[:, :t], out[:, :t], rtol=1e-13, atol=1e-13)
+        torch.testing.assert_close(layer(changed, is_causal=True)[:, :t], out[:, :t], rtol=1e-13, atol=1e-13)
 
 
 def test_causal_last_position_equals_the_bidirectional_global_query():
@@ -390,14 +390,14 @@ def test_causal_equals_the_loop_over_several_chunk_levels():
     ignore = padding_mask(torch.tensor([21, 15]), 21)
     ignore[1, :2] = True
     torch.testing.assert_close(
-        layer(x, ignore, causal=True), loop_fastformer(layer, x, ignore, True), rtol=0, atol=1e-12
+        layer(x, ignore, is_causal=True), loop_fastformer(layer, x, ignore, True), rtol=0, atol=1e-12
     )
 
 
 def _saved_sizes(layer, N, d):
     sizes = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: sizes.append(t.numel()) or t, lambda t: t):
-        layer(torch.randn(1, N, d), causal=True).sum()
+        layer(torch.randn(1, N, d), is_causal=True).sum()
     return sizes
 
 
@@ -500,10 +500,10 @@ def test_encoders_respect_padding_and_causality(kind):
     noisy = x.clone()
     noisy[ignore] = 1e3
     torch.testing.assert_close(encoder(x, ignore)[~ignore], encoder(noisy, ignore)[~ignore], rtol=0, atol=1e-10)
-    out = encoder(x, causal=True)
+    out = encoder(x, is_causal=True)
     changed = x.clone()
     changed[:, 5:] = -7.0
-    torch.testing.assert_close(encoder(changed, causal=True)[:, :5], out[:, :5], rtol=0, atol=1e-12)
+    torch.testing.assert_close(encoder(changed, is_causal=True)[:, :5], out[:, :5], rtol=0, atol=1e-12)
 
 
 def test_attention_pooling_is_a_masked_weighted_average():
@@ -559,8 +559,8 @@ def test_bad_inputs_get_clear_errors():
         layer(x, torch.zeros(2, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"shape \(B, N\)"):
         layer(x, torch.zeros(5, dtype=torch.bool))
-    with pytest.raises(ValueError, match="need_weights=True is not available with causal=True"):
-        layer(x, need_weights=True, causal=True)
+    with pytest.raises(ValueError, match="need_weights=True is not available with is_causal=True"):
+        layer(x, need_weights=True, is_causal=True)
     encoder = FastformerEncoder(8, 2, num_layers=1)
     with pytest.raises(ValueError, match="width 6"):
         encoder(torch.randn(2, 5, 6))
@@ -590,7 +590,7 @@ def test_mix_add_and_concat_replace_the_products(causal):
         k_bar = prefix_softmax_pool(full._scores(full.key_att, p), p.view(2, 6, H, D // H), ignore).reshape(2, 6, D)
     else:
         _, k_bar = full._pool(full._scores(full.key_att, p), p, ignore)
-    torch.testing.assert_close(added(x, ignore, causal=causal), full.transform(q + k_bar) + q)
+    torch.testing.assert_close(added(x, ignore, is_causal=causal), full.transform(q + k_bar) + q)
 
     concat = _attention(mix="concat")
     assert _count(concat) == _count(full) + 2 * (2 * D * D + D)
@@ -601,7 +601,7 @@ def test_mix_add_and_concat_replace_the_products(causal):
             state[f"{name}.weight"] = torch.cat([eye, eye], dim=1)
             state[f"{name}.bias"] = torch.zeros(D, dtype=torch.float64)
     concat.load_state_dict(state)
-    torch.testing.assert_close(concat(x, ignore, causal=causal), added(x, ignore, causal=causal))
+    torch.testing.assert_close(concat(x, ignore, is_causal=causal), added(x, ignore, is_causal=causal))
 
 
 def test_with_mix_add_the_second_pooling_ignores_the_global_query():
@@ -623,13 +623,13 @@ def test_add_the_global_query_and_the_global_query_alone(causal):
     only = _attention(global_query_only=True)
     only.load_state_dict({k: v for k, v in full.state_dict().items() if k.startswith("query")})
     assert _count(only) == 2 * (D * D + D) // 2 + D * H + H
-    q_bar = only(x, causal=causal)
+    q_bar = only(x, is_causal=causal)
     if not causal:
         assert torch.equal(q_bar, q_bar[:, :1].expand_as(q_bar))  # one vector for every position
     no_q = _attention(add_query=False)
     no_q.load_state_dict(full.state_dict())
-    torch.testing.assert_close(plus_global(x, causal=causal), no_q(x, causal=causal) + q_bar)
-    torch.testing.assert_close(full(x, causal=causal), no_q(x, causal=causal) + full.query(x))
+    torch.testing.assert_close(plus_global(x, is_causal=causal), no_q(x, is_causal=causal) + q_bar)
+    torch.testing.assert_close(full(x, is_causal=causal), no_q(x, is_causal=causal) + full.query(x))
 
 
 def test_bad_options_are_refused():

@@ -113,8 +113,8 @@ def test_fastformer_computes_the_same_on_the_gpu_as_on_the_cpu_in_float64(causal
     x = torch.randn(4, 9, 16, dtype=torch.float64)
     ignore = torch.zeros(4, 9, dtype=torch.bool)
     ignore[2, 6:] = True
-    here = model(x, ignore, causal=causal)
-    there = model.to("cuda")(x.cuda(), ignore.cuda(), causal=causal)
+    here = model(x, ignore, is_causal=causal)
+    there = model.to("cuda")(x.cuda(), ignore.cuda(), is_causal=causal)
     torch.testing.assert_close(there.cpu(), here, rtol=1e-10, atol=1e-12)
 
 

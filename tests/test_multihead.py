@@ -79,8 +79,8 @@ def test_self_attention_equals_torch(case, bias, fused):
     kpm, causal = _masks(case, [7, 4, 2], 7)
     attn_mask = causal_mask(7) if causal else None
     expected, expected_w = ref(x, x, x, key_padding_mask=kpm, attn_mask=attn_mask, average_attn_weights=False)
-    got = ours(x, x, x, key_padding_mask=kpm, causal=causal)
-    got_w_path, got_w = ours(x, x, x, key_padding_mask=kpm, causal=causal, need_weights=True)
+    got = ours(x, x, x, key_padding_mask=kpm, is_causal=causal)
+    got_w_path, got_w = ours(x, x, x, key_padding_mask=kpm, is_causal=causal, need_weights=True)
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
     torch.testing.assert_close(got_w_path, expected, rtol=0, atol=1e-12)
     torch.testing.assert_close(got_w, expected_w, rtol=0, atol=1e-12)
@@ -109,7 +109,7 @@ def test_gradients_equal_torch(case, fused):
     x1 = _x(2, 6, D, seed=8).requires_grad_()
     x2 = x1.detach().clone().requires_grad_()
     grad = _x(2, 6, D, seed=9)
-    ours(x1, x1, x1, key_padding_mask=kpm, causal=causal).backward(grad)
+    ours(x1, x1, x1, key_padding_mask=kpm, is_causal=causal).backward(grad)
     attn_mask = causal_mask(6) if causal else None
     ref(x2, x2, x2, key_padding_mask=kpm, attn_mask=attn_mask, need_weights=False)[0].backward(grad)
     torch.testing.assert_close(x1.grad, x2.grad, rtol=0, atol=1e-12)
@@ -140,9 +140,9 @@ def test_self_attention_equals_d2l(case, bias, fused):
     x = _x(3, 8, D, seed=12)
     kpm, causal = _masks(case, [8, 5, 1], 8)
     expected = theirs(x, x, x, _d2l_valid_lens(case, [8, 5, 1], 8))
-    torch.testing.assert_close(ours(x, x, x, key_padding_mask=kpm, causal=causal), expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(ours(x, x, x, key_padding_mask=kpm, is_causal=causal), expected, rtol=0, atol=1e-12)
     torch.testing.assert_close(
-        ours(x, x, x, key_padding_mask=kpm, causal=causal, need_weights=True)[0], expected, rtol=0, atol=1e-12
+        ours(x, x, x, key_padding_mask=kpm, is_causal=causal, need_weights=True)[0], expected, rtol=0, atol=1e-12
     )
 
 
@@ -167,8 +167,8 @@ def test_fast_path_equals_weight_path_with_gradients(case):
     kpm, causal = _masks(case if "all padding" not in case else "padded", lengths, 9)
     x = torch.randn(3, 9, 32)
     x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
-    fast = layer(x1, x1, x1, key_padding_mask=kpm, causal=causal)
-    slow, weights = layer(x2, x2, x2, key_padding_mask=kpm, causal=causal, need_weights=True)
+    fast = layer(x1, x1, x1, key_padding_mask=kpm, is_causal=causal)
+    slow, weights = layer(x2, x2, x2, key_padding_mask=kpm, is_causal=causal, need_weights=True)
     torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-6)
     grad = torch.randn_like(fast)
     fast.backward(grad)
@@ -186,7 +186,7 @@ def test_weights_are_distributions_over_visible_keys():
     torch.manual_seed(0)
     layer = MultiHeadAttention(16, 2)
     x = torch.randn(2, 5, 16)
-    _, w = layer(x, x, x, key_padding_mask=padding_mask(torch.tensor([5, 3]), 5), causal=True, need_weights=True)
+    _, w = layer(x, x, x, key_padding_mask=padding_mask(torch.tensor([5, 3]), 5), is_causal=True, need_weights=True)
     torch.testing.assert_close(w.sum(-1), torch.ones(2, 2, 5))
     assert torch.all(w.triu(diagonal=1) == 0) and torch.all(w[1, :, :, 3:] == 0)
 
@@ -205,8 +205,8 @@ def test_padding_content_never_changes_real_positions(need_weights):
     memory = torch.randn(3, 7, 32, dtype=torch.float64)
     noisy_memory = torch.where(kpm[..., None], torch.randn_like(memory), memory)
     for causal in (False, True):
-        a = layer(x, x, x, key_padding_mask=kpm, causal=causal, need_weights=need_weights)
-        b = layer(noisy, noisy, noisy, key_padding_mask=kpm, causal=causal, need_weights=need_weights)
+        a = layer(x, x, x, key_padding_mask=kpm, is_causal=causal, need_weights=need_weights)
+        b = layer(noisy, noisy, noisy, key_padding_mask=kpm, is_causal=causal, need_weights=need_weights)
         a, b = (a[0], b[0]) if need_weights else (a, b)
         real = ~kpm
         torch.testing.assert_close(a[real], b[real], rtol=0, atol=1e-10)
@@ -226,7 +226,7 @@ def test_causal_output_never_depends_on_a_later_token(need_weights):
     x = torch.randn(2, 6, 16, dtype=torch.float64)
 
     def f(inp):
-        out = layer(inp, inp, inp, causal=True, need_weights=need_weights)
+        out = layer(inp, inp, inp, is_causal=True, need_weights=need_weights)
         return out[0] if need_weights else out
 
     jac = torch.autograd.functional.jacobian(f, x)  # (2, 6, 16, 2, 6, 16)
@@ -357,8 +357,8 @@ def test_mask_errors_name_the_problem():
         layer(x, x, x, key_padding_mask=torch.zeros(1, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"shape \(2, 5\) does not broadcast"):
         layer(x, memory, memory, key_padding_mask=torch.zeros(2, 5, dtype=torch.bool))
-    with pytest.raises(ValueError, match="causal=True needs as many queries as keys"):
-        layer(x, memory, memory, causal=True)
+    with pytest.raises(ValueError, match="is_causal=True needs as many queries as keys"):
+        layer(x, memory, memory, is_causal=True)
 
 
 # --- projections and attention apart: what a decoder's key-value cache needs (chapter 7) ----------------
@@ -373,10 +373,10 @@ def test_project_then_attend_equals_forward(case, fused):
     q, k, v = ours.project_self(x)
     assert q.shape == k.shape == v.shape == (3, H, 7, D // H)
     torch.testing.assert_close(
-        ours.attend(q, k, v, kpm, causal), ours(x, x, x, key_padding_mask=kpm, causal=causal), rtol=0, atol=1e-12
+        ours.attend(q, k, v, kpm, causal), ours(x, x, x, key_padding_mask=kpm, is_causal=causal), rtol=0, atol=1e-12
     )
     out, w = ours.attend(q, k, v, kpm, causal, need_weights=True)
-    expected, expected_w = ours(x, x, x, key_padding_mask=kpm, causal=causal, need_weights=True)
+    expected, expected_w = ours(x, x, x, key_padding_mask=kpm, is_causal=causal, need_weights=True)
     torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)
     torch.testing.assert_close(w, expected_w, rtol=0, atol=1e-12)
     # cross-attention: the queries projected alone, the keys and values of the memory in one product
@@ -396,11 +396,11 @@ def test_causal_attend_with_fewer_queries_is_the_last_rows(new, fused):
     """Queries for the last positions only, keys for all: the last rows of full causal attention."""
     ours, _ = _ours_and_torch(True, seed=24, fused=fused)
     x = _x(2, 8, D, seed=25)
-    full = ours(x, x, x, causal=True)
+    full = ours(x, x, x, is_causal=True)
     q, k, v = ours.project_self(x)
-    torch.testing.assert_close(ours.attend(q[:, :, -new:], k, v, causal=True), full[:, -new:], rtol=0, atol=1e-12)
+    torch.testing.assert_close(ours.attend(q[:, :, -new:], k, v, is_causal=True), full[:, -new:], rtol=0, atol=1e-12)
     kpm = padding_mask(torch.tensor([8, 8]), 8)
-    out, w = ours.attend(q[:, :, -new:], k, v, kpm, causal=True, need_weights=True)
+    out, w = ours.attend(q[:, :, -new:], k, v, kpm, is_causal=True, need_weights=True)
     torch.testing.assert_close(out, full[:, -new:], rtol=0, atol=1e-12)
     assert torch.all(w.triu(diagonal=8 - new + 1) == 0)
 
@@ -413,7 +413,7 @@ def test_attend_rejects_bad_heads():
     with pytest.raises(ValueError, match=f"{H} heads of width"):
         layer.attend(q[:, :2], k, v)
     with pytest.raises(ValueError, match="T <= S"):
-        layer.attend(q, k[:, :, :3], v[:, :, :3], causal=True)
+        layer.attend(q, k[:, :, :3], v[:, :, :3], is_causal=True)
     with pytest.raises(ValueError, match="disagree"):
         layer.attend(q, k, v[:, :, :3])
     with pytest.raises(ValueError, match="width 7"):

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from attnbook.book import SETUP_TAG, badge_markdown, setup_cell_source
+from attnbook.book.config import SETUP_TAG, badge_markdown, setup_cell_source
 from notebook_index import LOCAL_PATH, NOTEBOOKS, ROOT, read_notebook, training_cells
 from notebook_index import TRAINING_NOTEBOOKS as TRAINING
 
@@ -210,7 +210,7 @@ def test_every_coding_exercise_has_an_attempt_cell_and_a_hidden_solution(path):
 def _check_attempt_and_solution_cells(nb):
     import ast
 
-    from attnbook.book import SOLUTION_TITLE
+    from attnbook.book.execute import SOLUTION_TITLE
     from attnbook.exercises import NOT_ATTEMPTED
 
     starts = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "{solution-start}" in c.source]
@@ -267,10 +267,10 @@ def _check_attempt_and_solution_cells(nb):
 
 
 def _exercise_notebook():
-    """A chapter's coding exercise in the required format, as `attnbook.book execute` leaves it."""
+    """A chapter's coding exercise in the required format, as `attnbook.book.execute` leaves it."""
     import nbformat
 
-    from attnbook.book import hide_solution
+    from attnbook.book.execute import hide_solution
 
     v4 = nbformat.v4
     attempt = v4.new_code_cell(

@@ -9,26 +9,26 @@ amplifies those bits into visible differences. The course's answer is float64
 in every notebook that trains (see book/reproducibility.md and the hygiene
 test), and outputs that never print float32's last bits elsewhere.
 
-The suite's strict nbval run checks every notebook on this machine's own
-kernel path. This file proves the outputs on another one, the most different
-path this machine can take (ATen's plain C++ kernels, MKL's compatible code
-path, oneDNN limited to SSE4.1), in two ways chosen for what they cost:
+The proof runs every notebook on another path, the most different one this
+machine can take (ATen's plain C++ kernels, MKL's compatible code path, oneDNN
+limited to SSE4.1: ``notebook_index.OTHER_CPU``), in ways chosen for what they
+cost:
 
-- a notebook that does not train runs in seconds, so it runs again, whole,
-  under strict nbval on the other path: every stored output must match;
-- a notebook that trains takes a minute or three, and what it adds to the
-  cheap notebooks is training. The few that take about half a minute
-  (:data:`CHEAP_TRAINING_NOTEBOOKS`) rerun whole, like the cheap ones: only
-  that shows a chapter's training is stable enough to stay reproducible over
-  hundreds of steps. For the others, each kind of model that a chapter trains
-  (:data:`portability_probe.COVERED`) is trained briefly, from the same seeds,
-  on both paths, in float64 and in float32: in float64 the two paths must agree
-  far beyond the three significant digits that the chapters print, and in
-  float32 they must differ (so the comparison can fail, and float64 is what
-  makes the difference). With the hygiene test's rules (the notebook computes in
-  float64 from its first cell; no stored output prints a rounding-level
-  figure), that covers each model's arithmetic; whether their longer
-  trainings stay stable, a rerun by hand shows (book/reproducibility.md).
+- a notebook that does not train, or trains for about half a minute
+  (:data:`CHEAP_TRAINING_NOTEBOOKS`), runs on the other path in the suite's own
+  strict nbval run (notebooks/conftest.py gives its kernel that path): every
+  stored output must match, and for the training ones only a whole run shows
+  that a chapter's training is stable enough to stay reproducible over
+  hundreds of steps. One run serves both checks, with no second run here;
+- for the notebooks that train for minutes, each kind of model that a chapter
+  trains (:data:`portability_probe.COVERED`) is trained briefly, from the same
+  seeds, on both paths, in float64 and in float32: in float64 the two paths
+  must agree far beyond the three significant digits that the chapters print,
+  and in float32 they must differ (so the comparison can fail, and float64 is
+  what makes the difference). With the hygiene test's rules (the notebook
+  computes in float64 from its first cell; no stored output prints a
+  rounding-level figure), that covers each model's arithmetic; the suite's
+  nbval runs these notebooks on this machine's own path.
 
 The long training notebooks (:data:`LONG_TRAINING_NOTEBOOKS`) rerun whole on
 the other path too, in tests marked ``long_rerun``: about twelve minutes on two
@@ -53,7 +53,7 @@ from pathlib import Path
 import pytest
 from portability_probe import OTHER_CPU, largest_drift  # another CPU's kernel path; how far two runs drift apart
 
-from notebook_index import NOTEBOOKS, ROOT, TRAINING_NOTEBOOKS, read_notebook
+from notebook_index import NOTEBOOKS, OWN_PATH_NOTEBOOKS, ROOT, TRAINING_NOTEBOOKS, kernel_environment, read_notebook
 
 #: Notebooks that do not train: rerun whole on the other path.
 QUICK_NOTEBOOKS = [p for p in NOTEBOOKS if p not in TRAINING_NOTEBOOKS]
@@ -78,14 +78,16 @@ FLOAT64_AGREEMENT = 1e-9
 PROBE = ROOT / "tests" / "portability_probe.py"
 
 
-def _environment(env_changes: dict[str, str]) -> dict[str, str]:
+def _environment(env_changes: dict[str, str], drop: tuple[str, ...] = ()) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHONHASHSEED": "0", **env_changes}
-    for key in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST"):
+    for key in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST", *drop):
         env.pop(key, None)
     return env
 
 
-def run_nbval(notebook: Path, env_changes: dict[str, str], timeout: int = 900) -> subprocess.CompletedProcess:
+def run_nbval(
+    notebook: Path, env_changes: dict[str, str], timeout: int = 900, drop: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
     """Strict nbval over one notebook in a fresh pytest process, with ``env_changes`` in its environment."""
     command = [
         sys.executable,
@@ -104,7 +106,7 @@ def run_nbval(notebook: Path, env_changes: dict[str, str], timeout: int = 900) -
         "--color=no",
     ]
     return subprocess.run(
-        command, cwd=ROOT, env=_environment(env_changes), capture_output=True, text=True, timeout=timeout
+        command, cwd=ROOT, env=_environment(env_changes, drop), capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -122,20 +124,38 @@ def test_the_notebooks_are_sorted_into_training_and_quick():
     assert {p.name for p in QUICK_NOTEBOOKS} >= {"00_tensors.ipynb", "04_self_attention.ipynb"}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("notebook", QUICK_NOTEBOOKS, ids=[p.name for p in QUICK_NOTEBOOKS])
-def test_a_notebook_that_does_not_train_reproduces_on_another_kernel_path(notebook):
-    _reproduces_whole(
-        notebook,
-        "so they would not reproduce on other CPUs either. Does a cell print float32's last bits (a difference, "
-        "a maximum, a checker's expected/got)? Print a bound or a few significant digits instead.",
+def test_the_suites_nbval_runs_every_notebook_but_the_long_ones_on_the_other_path():
+    """The quick notebooks and the cheap training ones are not rerun here: the suite's strict nbval runs them
+    on the other path itself (notebooks/conftest.py), and the long training ones on this machine's own."""
+    assert OWN_PATH_NOTEBOOKS == {p.stem for p in LONG_TRAINING_NOTEBOOKS}, (
+        "notebook_index.OWN_PATH_NOTEBOOKS must list exactly the long training notebooks (make portability's)"
     )
+    for notebook in QUICK_NOTEBOOKS + CHEAP_TRAINING_NOTEBOOKS:
+        assert kernel_environment(notebook) == OTHER_CPU, notebook.name
+    for notebook in LONG_TRAINING_NOTEBOOKS:
+        assert kernel_environment(notebook) == {}, notebook.name
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("notebook", CHEAP_TRAINING_NOTEBOOKS, ids=[p.name for p in CHEAP_TRAINING_NOTEBOOKS])
-def test_a_short_training_notebook_reproduces_whole_on_another_kernel_path(notebook):
-    _reproduces_whole(notebook, UNSTABLE_TRAINING)
+def test_nbvals_kernel_gets_the_other_path_and_no_other_process_does(tmp_path):
+    """A notebook that prints its kernel's ATen path passes strict nbval only if the kernel ran on the other path."""
+    import nbformat
+
+    probe = ROOT / "notebooks" / "_kernel_path_probe.ipynb"
+    source = (
+        "import os\nimport torch\nprint(os.environ.get('ATEN_CPU_CAPABILITY'), torch.backends.cpu.get_cpu_capability())"
+    )
+    cell = nbformat.v4.new_code_cell(source)
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="default DEFAULT\n")]
+    cell.execution_count = 1
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nbformat.write(nb, probe)
+    try:
+        result = run_nbval(probe, {}, drop=tuple(OTHER_CPU))  # the pytest process itself runs on this path
+    finally:
+        probe.unlink()
+    assert result.returncode == 0, "nbval's kernel did not run on the other path:\n" + result.stdout[-2000:]
 
 
 UNSTABLE_TRAINING = (

@@ -20,7 +20,7 @@ chapters kept finding are checked here, by reading the text and what it points a
   ``**warm-up**``).
 
 Settings that a sentence says are another chapter's ("as in chapters 5 and 6") are held to that chapter's
-code by tests/claims.py (tests/test_claims.py).
+code by attnbook.book.claims (tests/test_claims.py).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from claims import _EXERCISE, chapters_named, prose_of, sentences
 
+from attnbook.book.claims import _EXERCISE, chapters_named, prose_of, sentences
 from notebook_index import NOTEBOOKS, ROOT, read_notebook
 
 PAGES = sorted((ROOT / "book").glob("*.md"))
@@ -405,7 +405,7 @@ def test_exercises_are_referred_to_by_numref_not_by_a_typed_number():
 
 
 def test_the_chinese_edition_refers_to_exercises_by_numref_too():
-    assert ZH_NOTEBOOKS and ZH_PAGES, "zh/ is missing: python -m attnbook.edition build"
+    assert ZH_NOTEBOOKS and ZH_PAGES, "zh/ is missing: python -m attnbook.book.edition build"
     found = _typed_numbers(ZH_NOTEBOOKS + ZH_PAGES, TYPED_EXERCISE_ZH)
     assert not found, "write {numref}`label` in the Chinese passage too:\n" + "\n".join(found)
 
@@ -514,7 +514,9 @@ def test_the_glossary_gives_each_term_the_chapter_that_introduces_it():
 def test_the_chinese_glossary_gives_the_same_chapters():
     english = glossary_rows(ROOT / "book" / "glossary.md")
     chinese = glossary_rows(ROOT / "zh" / "book" / "glossary.md")
-    assert [c for _, c in chinese] == [c for _, c in english], "zh/book/glossary.md: python -m attnbook.edition build"
+    assert [c for _, c in chinese] == [c for _, c in english], (
+        "zh/book/glossary.md: python -m attnbook.book.edition build"
+    )
 
 
 def test_a_term_defined_before_its_glossary_chapter_is_caught():

@@ -67,7 +67,7 @@ def test_the_plan_is_a_pure_function_of_the_budget_the_position_and_the_pace():
 def test_a_run_on_a_fake_clock_fits_its_warm_up_dropout_and_snapshots_once_the_pace_is_measured():
     clock = FakeClock()
     budget = Budget(seconds=60.0)  # --minutes 1
-    progress = Progress(budget, START, steps_per_epoch=200, cluster=Cluster(), save_minutes=5.0, clock=clock)
+    progress = Progress(budget, START, steps_per_epoch=200, cluster=Cluster(), checkpoint_minutes=5.0, clock=clock)
     assert progress.timed and not progress.plan().stop
     plans = {}
     for seconds in [3.0, 2.0, 1.0, 1.0, 0.5] + [0.1] * 40:  # slow first steps (their one-off costs), then 0.1 s
@@ -106,7 +106,7 @@ def test_the_plan_says_when_to_stop_and_which_budget_ended_the_run():
 def test_progress_stops_after_the_step_that_reaches_the_time_budget_on_a_fake_clock():
     clock = FakeClock()
     progress = Progress(
-        Budget(seconds=1.0), START, steps_per_epoch=100, cluster=Cluster(), save_minutes=5.0, clock=clock
+        Budget(seconds=1.0), START, steps_per_epoch=100, cluster=Cluster(), checkpoint_minutes=5.0, clock=clock
     )
     stops = []
     for _ in range(12):

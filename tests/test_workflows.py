@@ -111,7 +111,7 @@ def test_the_book_workflow_builds_strictly_and_deploys_to_pages():
         "`make book` is the strict build of both editions"
     )
     assert re.search(
-        r"^book-zh:.*\n\t.*attnbook.edition build\n\t.*jupyter-book build zh \$\(JB_STRICT\)", makefile, re.M
+        r"^book-zh:.*\n\t.*attnbook.book.edition build\n\t.*jupyter-book build zh \$\(JB_STRICT\)", makefile, re.M
     ), "`make book-zh` writes zh/ from the catalogues and builds it strict"
     uses = [step["uses"].split("@")[0] for step in _steps(workflow) if "uses" in step]
     for action in ("actions/configure-pages", "actions/upload-pages-artifact", "actions/deploy-pages"):

@@ -21,9 +21,33 @@ Each module holds one idea of the book, named after it:
 - ``attnbook.exercises``   the checkers for every chapter's exercises
 - ``attnbook.notebook``    notebook conventions: setup, showing source, strict warnings under the tests
 - ``attnbook.diagrams``    the schematic diagrams of chapters 2 to 6, drawn by code
-- ``attnbook.book``        the book's machinery: Colab links, executing notebooks, exercise numbers
+- ``attnbook.book``        the book's own machinery, apart from the chapters: configuration, executing notebooks,
+                            the Sphinx extension, the Chinese edition, the claims test's reader
 
 Importing the package imports nothing heavy; import the module you need.
+
+Names: one per concept, PyTorch's where PyTorch has one. ``tests/test_layout.py`` holds every public
+signature of the library to this table: the name is used, the spellings in the last column are not.
+
+==================  ====================================================================  ===================
+name                meaning                                                               not
+==================  ====================================================================  ===================
+need_weights        also return the attention weights (``nn.MultiheadAttention``)         return_attention
+key_padding_mask    ``(B, S)``, True at the keys attention must ignore (PyTorch's)        valid_lens
+is_causal           each position attends to itself and earlier ones (PyTorch's SDPA)     causal
+scheduler           the learning-rate scheduler object (``torch.optim.lr_scheduler``)     schedule
+max_len             the most tokens a sequence may have (decoding, positions, corpus)     max_length
+max_new_tokens      the most tokens generation appends to a prompt (``transformers``)     max_tokens
+beam_size           hypotheses kept per sentence; 1 is greedy decoding                    num_beams
+checkpoint_minutes  the time between two periodic checkpoints of a run                    save_minutes
+==================  ====================================================================  ===================
+
+Greedy decoding is ``beam_size=1`` everywhere (never ``None``), and every translation's length is
+bounded by one rule, :func:`attnbook.decode.output_limit`. The mask of a whole model's side keeps the
+side's name (``src_padding_mask``, ``tgt_padding_mask``, ``memory_padding_mask``, PyTorch's
+``src_key_padding_mask`` and kin): a batch carries them from chapter 1, before attention has keys.
+The command line's settings keep the names of their flags, which recorded runs carry
+(``--max-length`` is ``RunSettings.max_length``).
 """
 
 __version__ = "0.1.0"

@@ -250,7 +250,7 @@ class MultiHeadAttention(nn.Module):
     when they differ). The heads are a reshape: ``(B, T, d_model)`` is viewed as
     ``(B, T, num_heads, d_model // num_heads)``; no loop runs over heads.
 
-    Masks: ``key_padding_mask`` ``(B, S)`` marks padded keys; ``causal=True``
+    Masks: ``key_padding_mask`` ``(B, S)`` marks padded keys; ``is_causal=True``
     (self-attention, ``T == S``) keeps query ``i`` from seeing key ``j > i``.
     A query that sees no key at all gets a zero attention output (then
     ``out_proj``'s bias).
@@ -297,18 +297,18 @@ class MultiHeadAttention(nn.Module):
         key: torch.Tensor,
         value: torch.Tensor,
         key_padding_mask: torch.Tensor | None = None,
-        causal: bool = False,
+        is_causal: bool = False,
         need_weights: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         B, T, S = self._check_inputs(query, key, value)
         q, k, v = self._project(query, key, value)  # (B, h, T, d_k), (B, h, S, d_k), (B, h, S, d_k)
-        mask = self._ignore_mask(key_padding_mask, causal, B, T, S, query.device)  # None, (T, S) or (B, 1, T | 1, S)
+        mask = self._ignore_mask(key_padding_mask, is_causal, B, T, S, query.device)  # None, (T, S) or (B, 1, T | 1, S)
         p = self.dropout if self.training else 0.0
         explicit = need_weights or (S < self.fused_kernel_min_keys and query.device.type == "cpu")
         if explicit:
             heads, weights = scaled_dot_product_attention(q, k, v, mask, dropout=p)
-        elif mask is None or (causal and key_padding_mask is None):
-            heads = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=causal)
+        elif mask is None or (is_causal and key_padding_mask is None):
+            heads = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=is_causal)
         else:  # PyTorch's kernel takes True = *attend*: flip our mask
             heads = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask, dropout_p=p)
         # merge the heads: (B, h, T, d_k) -> (B, T, h, d_k) -> (B, T, d_model)
@@ -359,14 +359,14 @@ class MultiHeadAttention(nn.Module):
         k: torch.Tensor,
         v: torch.Tensor,
         key_padding_mask: torch.Tensor | None = None,
-        causal: bool = False,
+        is_causal: bool = False,
         need_weights: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Attention of projected heads, then the output projection: ``forward`` after its projections.
 
         ``q`` is ``(B, h, T, d_k)``; ``k`` and ``v`` are ``(B, h, S, d_k)``, as the
         ``project_*`` methods return them. ``key_padding_mask`` is ``(B, S)``.
-        With ``causal=True`` the ``T`` queries are the *last* ``T`` of the ``S``
+        With ``is_causal=True`` the ``T`` queries are the *last* ``T`` of the ``S``
         positions (``T <= S``): query ``i`` sits at position ``S - T + i`` and
         sees the keys up to it. With ``T == S`` this is the usual causal mask;
         with ``T == 1`` it is one new token that sees every cached key.
@@ -388,20 +388,20 @@ class MultiHeadAttention(nn.Module):
                 "q, k, v disagree on the batch or the number of keys: "
                 f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
             )
-        if causal and T > S:
+        if is_causal and T > S:
             raise ValueError(
-                f"causal=True needs the queries to be the last positions of the keys (T <= S); got T={T}, S={S}"
+                f"is_causal=True needs the queries to be the last positions of the keys (T <= S); got T={T}, S={S}"
             )
-        mask = self._ignore_mask(key_padding_mask, causal and T == S, B, T, S, q.device)
-        if causal and T < S and T > 1:  # queries at positions S - T .. S - 1
+        mask = self._ignore_mask(key_padding_mask, is_causal and T == S, B, T, S, q.device)
+        if is_causal and T < S and T > 1:  # queries at positions S - T .. S - 1
             future = torch.ones(T, S, dtype=torch.bool, device=q.device).triu(diagonal=S - T + 1)
             mask = future if mask is None else mask | future
         p = self.dropout if self.training else 0.0
         explicit = need_weights or (S < self.fused_kernel_min_keys and q.device.type == "cpu")
         if explicit:
             heads_out, weights = scaled_dot_product_attention(q, k, v, mask, dropout=p)
-        elif mask is None or (causal and T == S and key_padding_mask is None):
-            heads_out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=causal and T == S and T > 1)
+        elif mask is None or (is_causal and T == S and key_padding_mask is None):
+            heads_out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=is_causal and T == S and T > 1)
         else:
             heads_out = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask, dropout_p=p)
         out = self.out_proj(heads_out.transpose(1, 2).reshape(B, T, self.d_model))
@@ -454,7 +454,7 @@ class MultiHeadAttention(nn.Module):
         return query.shape[0], query.shape[1], key.shape[1]
 
     @staticmethod
-    def _ignore_mask(key_padding_mask, causal: bool, B: int, T: int, S: int, device) -> torch.Tensor | None:
+    def _ignore_mask(key_padding_mask, is_causal: bool, B: int, T: int, S: int, device) -> torch.Tensor | None:
         """The keys each query must ignore, as one bool tensor broadcasting to ``(B, h, T, S)``."""
         mask = None
         if key_padding_mask is not None:
@@ -464,10 +464,10 @@ class MultiHeadAttention(nn.Module):
                     f"key_padding_mask must have shape (B, S) = ({B}, {S}), got {tuple(key_padding_mask.shape)}"
                 )
             mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
-        if causal:
+        if is_causal:
             if T != S:
                 raise ValueError(
-                    f"causal=True needs as many queries as keys (self-attention); got T={T} queries and S={S} keys"
+                    f"is_causal=True needs as many queries as keys (self-attention); got T={T} queries and S={S} keys"
                 )
             future = causal_mask(T, device=device)
             mask = future if mask is None else mask | future  # (T, S) or (B, 1, T, S)

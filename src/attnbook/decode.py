@@ -29,6 +29,7 @@ Neither decoder ever writes ``<pad>`` or ``<bos>``: they are not words.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,6 +38,7 @@ from torch import nn
 
 __all__ = [
     "EXTRA_OUTPUT_TOKENS",
+    "output_limit",
     "Decoded",
     "greedy_decode",
     "length_penalty",
@@ -51,9 +53,25 @@ __all__ = [
     "translate",
 ]
 
-#: The paper's output budget, :func:`beam_search`'s default: a translation has at most
+#: The paper's output budget, the default of :func:`output_limit`: a translation has at most
 #: its source's length plus this many tokens.
 EXTRA_OUTPUT_TOKENS = 50
+
+
+def output_limit(src_len, max_len_a: float = 1.0, max_len_b: int = EXTRA_OUTPUT_TOKENS, cap: int | None = None):
+    """The most tokens a translation of a ``src_len``-token source may have: ``⌈a × src_len⌉ + b``, at most ``cap``.
+
+    The library's one output-length rule: :func:`beam_search` and :func:`translate` use it
+    with the paper's ``a = 1, b = 50`` (capped at the model's
+    ``config.max_len`` where it has one), the command line with its own ``--max-len-a``
+    and ``--max-len-b`` (capped at its positional table). ``src_len`` is an int or a
+    tensor of lengths; the result is of the same kind, and at least 1.
+    """
+    if isinstance(src_len, torch.Tensor):
+        limit = torch.ceil(src_len.double() * max_len_a).long() + max_len_b
+        return limit.clamp(min=1, max=cap)
+    limit = math.ceil(max_len_a * src_len) + max_len_b
+    return max(1, limit if cap is None else min(limit, cap))
 
 
 @dataclass
@@ -288,11 +306,15 @@ def _beam_limits(model, src, src_padding_mask, beam_size, alpha, max_len, n_best
     if width == 0 or (src_len == 0).any():
         empty = [0] if width == 0 else (src_len == 0).nonzero().flatten().tolist()
         raise ValueError(f"cannot translate an empty source sentence (rows {empty} hold no tokens)")
-    limit = src_len.cpu().long() + 50 if max_len is None else torch.full((n_sent,), max_len, dtype=torch.long)
+    if max_len is not None:
+        return torch.full((n_sent,), max_len, dtype=torch.long)
+    return output_limit(src_len.cpu().long(), cap=_model_cap(model))
+
+
+def _model_cap(model) -> int | None:
+    """The longest sequence the model's configuration allows (its positional table), if it says."""
     cap = getattr(getattr(model, "config", None), "max_len", None)
-    if max_len is None and isinstance(cap, int):
-        limit = limit.clamp(max=cap)
-    return limit
+    return cap if isinstance(cap, int) else None
 
 
 class _Beams:
@@ -470,17 +492,17 @@ def translate(
     *,
     max_len: int | None = None,
     batch_size: int = 128,
-    beam_size: int | None = None,
+    beam_size: int = 1,
     alpha: float = 0.6,
 ) -> list[list[str]]:
     """Translate tokenized ``sources`` in batches; return the target token lists, in order.
 
-    Greedily by default: each batch is decoded for at most ``max_len`` tokens,
-    by default twice its longest source plus 5. With ``beam_size=k``, by
-    :func:`beam_search` with the length penalty's ``alpha``, for at most
-    ``max_len`` tokens, by default each source's length + 50. Because decoding a
-    padded batch equals decoding each sentence alone, the batch size changes the
-    speed, never the result.
+    Greedily by default (``beam_size=1``, which is what a beam of one computes, by the
+    faster :func:`greedy_decode`); with ``beam_size=k``, by :func:`beam_search` with the
+    length penalty's ``alpha``. A translation has at most ``max_len`` tokens, by default
+    :func:`output_limit` of its source's length (the source's length + 50). Because
+    decoding a padded batch equals decoding each sentence alone, the batch size changes
+    the speed, never the result.
     """
     from .masks import padding_mask
 
@@ -488,6 +510,8 @@ def translate(
         raise TypeError("translate expects tokenized sentences (lists of tokens), not strings; call tokenize first")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
+        raise ValueError(f"beam_size must be an int >= 1 (1 decodes greedily), got {beam_size!r}")
     if any(len(s) == 0 for s in sources):
         raise ValueError("cannot translate an empty sentence")
     device = next(model.parameters()).device
@@ -498,10 +522,8 @@ def translate(
         longest = int(lengths.max())
         src = torch.tensor([x + [src_vocab.pad_id] * (longest - len(x)) for x in ids], device=device)
         ends = dict(bos_id=tgt_vocab.bos_id, eos_id=tgt_vocab.eos_id, pad_id=tgt_vocab.pad_id)
-        if beam_size is None:
-            out = greedy_decode(
-                model, src, padding_mask(lengths, longest).to(device), max_len=max_len or 2 * longest + 5, **ends
-            )
+        if beam_size == 1:
+            out = _greedy_within_limits(model, src, padding_mask(lengths, longest).to(device), lengths, max_len, ends)
         else:
             out = beam_search(
                 model,
@@ -514,3 +536,14 @@ def translate(
             )
         result.extend(ids_to_tokens(out.tokens.cpu(), tgt_vocab))
     return result
+
+
+def _greedy_within_limits(model, src, src_padding_mask, lengths, max_len, ends) -> Decoded:
+    """Greedy decoding with each sentence's own limit: the batch decodes to the longest limit, and each
+    translation is cut at its own (a greedy prefix never depends on the steps after it, nor on other rows)."""
+    limits = torch.full_like(lengths, max_len) if max_len is not None else output_limit(lengths, cap=_model_cap(model))
+    out = greedy_decode(model, src, src_padding_mask, max_len=int(limits.max()), **ends)
+    keep = torch.arange(out.tokens.shape[1])[None, :] < limits[:, None]
+    out.tokens = out.tokens.masked_fill(~keep.to(out.tokens.device), ends["pad_id"])
+    out.lengths = torch.minimum(out.lengths, limits.to(out.lengths.device))
+    return out

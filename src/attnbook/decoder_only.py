@@ -64,6 +64,11 @@ __all__ = [
     "DecoderOnlyState",
     "DecoderOnlyTransformer",
     "next_token_loss",
+    "prefix_mask",
+    "pair_sequences",
+    "target_prediction_mask",
+    "translation_loss",
+    "translate_greedy",
     "top_k_filter",
     "top_p_filter",
     "sample_next",
@@ -219,7 +224,10 @@ class CausalSelfAttention(nn.Module):
     sit at ``start .. start + T - 1``, and the keys and values of the ``start``
     earlier ones ``(B, h_kv, start, d_k)`` (or ``None``); it returns the output
     ``(B, T, d_model)`` and the keys and values of all ``start + T`` positions,
-    the keys already rotated when the positions are rotary.
+    the keys already rotated when the positions are rotary. With ``prefix_lengths
+    (B,)`` (a whole sequence, ``start = 0``), the first ``prefix_lengths[b]``
+    positions of row ``b`` also see each other, later ones included: a prefix
+    language model (:func:`prefix_mask`).
     """
 
     def __init__(self, config: DecoderOnlyConfig) -> None:
@@ -241,6 +249,7 @@ class CausalSelfAttention(nn.Module):
         past_keys: torch.Tensor | None = None,
         past_values: torch.Tensor | None = None,
         start: int = 0,
+        prefix_lengths: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         B, T, _ = x.shape
         h, h_kv, d_k = self.num_heads, self.num_kv_heads, self.head_dim
@@ -256,7 +265,10 @@ class CausalSelfAttention(nn.Module):
         group = h // h_kv  # query head i reads key-value head i // group
         keys, values = (k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)) if group > 1 else (k, v)
         p = self.dropout if self.training else 0.0
-        if S == T:  # no earlier positions: the usual causal mask
+        if S == T and prefix_lengths is not None:  # a prefix LM: the first prefix_lengths[b] positions see each other
+            seen = prefix_mask(prefix_lengths.to(x.device), T)[:, None]  # (B, 1, T, T)
+            heads = F.scaled_dot_product_attention(q, keys, values, attn_mask=seen, dropout_p=p)
+        elif S == T:  # no earlier positions: the usual causal mask
             heads = F.scaled_dot_product_attention(q, keys, values, dropout_p=p, is_causal=T > 1)
         elif T == 1:  # one new token sees every cached key
             heads = F.scaled_dot_product_attention(q, keys, values, dropout_p=p)
@@ -306,8 +318,10 @@ class DecoderOnlyLayer(nn.Module):
         self.ffn = FeedForward(config.d_model, config.d_ff, config.activation)
         self.add_norm2 = AddNorm(config.d_model, config.dropout, norm_first=True, eps=config.eps)
 
-    def forward(self, x, past_keys=None, past_values=None, start: int = 0):
-        x, keys, values = self.add_norm1(x, lambda h: self.self_attention(h, past_keys, past_values, start))
+    def forward(self, x, past_keys=None, past_values=None, start: int = 0, prefix_lengths=None):
+        x, keys, values = self.add_norm1(
+            x, lambda h: self.self_attention(h, past_keys, past_values, start, prefix_lengths)
+        )
         return self.add_norm2(x, self.ffn), keys, values
 
 
@@ -406,23 +420,37 @@ class DecoderOnlyTransformer(nn.Module):
             x = x + self.position_embedding(torch.arange(start, end, device=tokens.device))
         return self.dropout(x)
 
-    def _run(self, x, keys=None, values=None, start: int = 0):
+    def _run(self, x, keys=None, values=None, start: int = 0, prefix_lengths=None):
         new_keys, new_values = [], []
         for i, layer in enumerate(self.layers):
-            x, k, v = layer(x, None if keys is None else keys[i], None if values is None else values[i], start)
+            past_keys, past_values = (None, None) if keys is None else (keys[i], values[i])
+            x, k, v = layer(x, past_keys, past_values, start, prefix_lengths)
             new_keys.append(k)
             new_values.append(v)
         return self.output(self.norm(x)), new_keys, new_values
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """The logits ``(B, T, V)``: row ``t`` scores the token that follows ``tokens[:, :t + 1]``."""
-        return self._run(self._embed(tokens, 0))[0]
+    def forward(self, tokens: torch.Tensor, prefix_lengths: torch.Tensor | None = None) -> torch.Tensor:
+        """The logits ``(B, T, V)``: row ``t`` scores the token that follows ``tokens[:, :t + 1]``.
+
+        With ``prefix_lengths (B,)``, a prefix language model: each row's first
+        ``prefix_lengths[b]`` tokens are read as a whole, each seeing all of them.
+        """
+        _check_prefix(prefix_lengths, tokens)
+        return self._run(self._embed(tokens, 0), prefix_lengths=prefix_lengths)[0]
 
     # --- one token at a time -------------------------------------------------------------------
 
-    def start(self, prompt: torch.Tensor, cache: bool = True) -> tuple[torch.Tensor, DecoderOnlyState]:
-        """Read ``prompt (B, P)`` in one pass: the logits ``(B, V)`` of the token after it, and the state."""
-        logits, keys, values = self._run(self._embed(prompt, 0, "prompt"))
+    def start(
+        self, prompt: torch.Tensor, cache: bool = True, prefix_lengths: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, DecoderOnlyState]:
+        """Read ``prompt (B, P)`` in one pass: the logits ``(B, V)`` of the token after it, and the state.
+
+        ``prefix_lengths`` as in :meth:`forward` (a prefix LM reads its whole prompt as the prefix).
+        """
+        _check_prefix(prefix_lengths, prompt)
+        if prefix_lengths is not None and not cache:
+            raise ValueError("a prefix LM generates with the cache: without it, the prefix would be read causally")
+        logits, keys, values = self._run(self._embed(prompt, 0, "prompt"), prefix_lengths=prefix_lengths)
         state = DecoderOnlyState(prompt, bool(cache), keys if cache else [], values if cache else [])
         return logits[:, -1], state
 
@@ -458,6 +486,122 @@ def next_token_loss(logits: torch.Tensor, tokens: torch.Tensor, ignore_index: in
         tokens[:, 1:].flatten(),
         ignore_index=-100 if ignore_index is None else ignore_index,
     )
+
+
+# --- Translation as language modelling -------------------------------------------------------------
+
+
+def _check_prefix(prefix_lengths: torch.Tensor | None, tokens: torch.Tensor) -> None:
+    if prefix_lengths is None:
+        return
+    if prefix_lengths.shape != tokens.shape[:1] or prefix_lengths.dtype.is_floating_point:
+        raise ValueError(
+            f"prefix_lengths must hold one integer per sequence, shape ({tokens.shape[0]},), "
+            f"got {tuple(prefix_lengths.shape)} of {prefix_lengths.dtype}"
+        )
+    if bool((prefix_lengths < 1).any()) or bool((prefix_lengths > tokens.shape[1]).any()):
+        raise ValueError(f"prefix_lengths must lie in 1..{tokens.shape[1]} (the sequence length), got {prefix_lengths}")
+
+
+def prefix_mask(prefix_lengths: torch.Tensor, T: int) -> torch.Tensor:
+    """``(B, T, T)``, True where query ``i`` may read key ``j``: ``j <= i``, or both in the row's prefix.
+
+    The causal mask of chapter 7 with the top-left ``prefix_lengths[b] × prefix_lengths[b]`` block opened:
+    the source is read as an encoder reads it, the target is written left to right.
+    """
+    positions = torch.arange(T, device=prefix_lengths.device)
+    causal = positions[None, :] <= positions[:, None]  # (T, T)
+    in_prefix = positions[None, :] < prefix_lengths[:, None]  # (B, T)
+    return causal[None] | (in_prefix[:, None, :] & in_prefix[:, :, None])
+
+
+def pair_sequences(sources, targets, *, bos_id: int, eos_id: int, sep_id: int, pad_id: int):
+    """Pairs of id lists as one sequence each: ``<bos> source <sep> target <eos>``, padded at the end.
+
+    Returns ``tokens (B, T)`` and ``prefix_lengths (B,)``, the length of ``<bos> source <sep>``: what a
+    prefix LM reads as a whole, and the prompt a translation starts from.
+    """
+    if len(sources) != len(targets) or not sources:
+        raise ValueError(f"need as many targets as sources, at least one: got {len(sources)} and {len(targets)}")
+    rows = [[bos_id, *s, sep_id, *t, eos_id] for s, t in zip(sources, targets)]
+    longest = max(map(len, rows))
+    tokens = torch.tensor([row + [pad_id] * (longest - len(row)) for row in rows])
+    return tokens, torch.tensor([len(s) + 2 for s in sources])
+
+
+def target_prediction_mask(tokens: torch.Tensor, sep_id: int, pad_id: int) -> torch.Tensor:
+    """``(B, T - 1)``: whether prediction ``t`` (of ``tokens[:, t + 1]``) is of a target token after ``<sep>``."""
+    after = (tokens == sep_id).long().cumsum(dim=1) > 0
+    target = after & (tokens != sep_id) & (tokens != pad_id)
+    return target[:, 1:]
+
+
+def translation_loss(logits: torch.Tensor, tokens: torch.Tensor, sep_id: int, pad_id: int) -> torch.Tensor:
+    """Cross-entropy over the target tokens alone (:func:`target_prediction_mask`): the source is given, not learned."""
+    mask = target_prediction_mask(tokens, sep_id, pad_id)
+    losses = F.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten(), reduction="none")
+    return losses[mask.flatten()].mean()
+
+
+@torch.no_grad()
+def translate_greedy(
+    model: DecoderOnlyTransformer,
+    sources,
+    *,
+    bos_id: int,
+    eos_id: int,
+    sep_id: int,
+    max_len: int | None = None,
+    prefix: bool = True,
+    batch_size: int = 64,
+) -> list[list[int]]:
+    """Greedy translations (id lists, without ``<eos>``) of ``sources``, prompted ``<bos> source <sep>``.
+
+    Sentences whose prompts are as long are decoded together, with the cache; ``prefix=True`` reads the
+    prompt as a prefix LM (:func:`prefix_mask`), ``False`` causally. Each translation has at most
+    ``max_len`` tokens, by default the library's rule for its source (:func:`attnbook.decode.output_limit`),
+    and never more than the model's positions leave after the prompt.
+    """
+    from .decode import output_limit
+
+    _check_positive(batch_size=batch_size)
+    if max_len is not None:
+        _check_positive(max_len=max_len)
+    was_training = model.training
+    model.eval()
+    result: list[list[int] | None] = [None] * len(sources)
+    try:
+        by_length: dict[int, list[int]] = {}
+        for i, source in enumerate(sources):
+            by_length.setdefault(len(source), []).append(i)
+        for length, indices in sorted(by_length.items()):
+            room = model.config.max_len - (length + 2)  # positions left after <bos> source <sep>
+            if room < 1:
+                raise ValueError(f"a source of {length} tokens leaves no position to translate into (max_len)")
+            limit = min(room, max_len if max_len is not None else output_limit(length))
+            for first in range(0, len(indices), batch_size):
+                chunk = indices[first : first + batch_size]
+                prompt = torch.tensor([[bos_id, *sources[i], sep_id] for i in chunk])
+                prompt = prompt.to(next(model.parameters()).device)
+                lengths = torch.full((len(chunk),), prompt.shape[1]) if prefix else None
+                logits, state = model.start(prompt, prefix_lengths=lengths)
+                written = [[] for _ in chunk]
+                finished = [False] * len(chunk)
+                for step in range(limit):
+                    tokens = logits.argmax(dim=-1)
+                    for row, token in enumerate(tokens.tolist()):
+                        if not finished[row]:
+                            finished[row] = token == eos_id
+                            if not finished[row]:
+                                written[row].append(token)
+                    if all(finished) or step + 1 == limit:
+                        break
+                    logits, state = model.step(tokens, state)
+                for i, ids in zip(chunk, written):
+                    result[i] = ids
+    finally:
+        model.train(was_training)
+    return result
 
 
 # --- Choosing the next token ---------------------------------------------------------------------

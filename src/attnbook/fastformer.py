@@ -268,7 +268,7 @@ class FastSelfAttention(nn.Module):
     (at a given initialization, the code's scores are ``√H`` times larger)
     nor, under Adam, the same speed at which the scores move.
 
-    ``forward(x, key_padding_mask=None, need_weights=False, causal=False)``
+    ``forward(x, key_padding_mask=None, need_weights=False, is_causal=False)``
     maps ``(B, N, d)`` to ``(B, N, d)``. ``key_padding_mask`` ``(B, N)`` is bool,
     ``True`` = padding: padded positions get zero weight in both poolings (so
     their content never changes the other positions' outputs), and a sequence
@@ -277,7 +277,7 @@ class FastSelfAttention(nn.Module):
     weights of shape ``(B, H, N)`` (``beta`` is ``None`` without the second
     pooling).
 
-    ``causal=True`` is the decoder's variant: position ``i`` pools positions
+    ``is_causal=True`` is the decoder's variant: position ``i`` pools positions
     ``≤ i`` only (:func:`prefix_softmax_pool`). Its global query ``q̄_i`` is a
     running pooling; key ``j`` is mixed with the global query as it stood at
     ``j``, ``p_j = k_j ⊙ q̄_j`` (mixing every earlier key with the newest ``q̄_i``
@@ -401,18 +401,18 @@ class FastSelfAttention(nn.Module):
         x: torch.Tensor,
         key_padding_mask: torch.Tensor | None = None,
         need_weights: bool = False,
-        causal: bool = False,
+        is_causal: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         B, N = _check_input(x, self.d_model)
         _check_padding_mask(key_padding_mask, B, N)
-        if causal and need_weights:
+        if is_causal and need_weights:
             raise ValueError(
-                "need_weights=True is not available with causal=True: every position has its own weights "
+                "need_weights=True is not available with is_causal=True: every position has its own weights "
                 "(an N x N grid), which the linear-time computation never forms"
             )
         q = self.query(x)  # (B, N, d)
         alpha = beta = None
-        if causal:
+        if is_causal:
             q_global = self._causal_pool(self._scores(self.query_att, q), q, key_padding_mask)  # (B, N, d)
         else:
             alpha, q_global = self._pool(self._scores(self.query_att, q), q, key_padding_mask)  # (B, H, N), (B, 1, d)
@@ -422,7 +422,7 @@ class FastSelfAttention(nn.Module):
         v = q if self.share_value else self.value(x)
         if self.key_pooling:
             p = self._mix(self.key(x), q_global, "key")  # p_i = k_i ⊙ q̄ (causal: ⊙ q̄_i)
-            if causal:
+            if is_causal:
                 k_global = self._causal_pool(self._scores(self.key_att, p), p, key_padding_mask)
             else:
                 beta, k_global = self._pool(self._scores(self.key_att, p), p, key_padding_mask)
@@ -621,15 +621,15 @@ class _PostNormLayer(nn.Module):
     def _build_attention(self, d_model: int, num_heads: int, **attention_options) -> None:
         raise NotImplementedError
 
-    def _attend(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None, causal: bool) -> torch.Tensor:
+    def _attend(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None, is_causal: bool) -> torch.Tensor:
         raise NotImplementedError
 
     def forward(
-        self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, causal: bool = False
+        self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, is_causal: bool = False
     ) -> torch.Tensor:
         B, N = _check_input(x, self.d_model)
         _check_padding_mask(key_padding_mask, B, N)
-        a = self.attention_norm(x + self.dropout(self._attend(x, key_padding_mask, causal)))
+        a = self.attention_norm(x + self.dropout(self._attend(x, key_padding_mask, is_causal)))
         return self.output_norm(a + self.dropout(self.output(F.gelu(self.intermediate(a)))))
 
 
@@ -639,7 +639,7 @@ class FastformerLayer(_PostNormLayer):
     ``a = LayerNorm(x + dropout(attention_output(attention(x))))``, then
     ``LayerNorm(a + dropout(output(gelu(intermediate(a)))))``. The
     feed-forward width defaults to ``4 d_model``; ``eps`` to the
-    authors' 1e-12. ``forward(x, key_padding_mask=None, causal=False)``.
+    authors' 1e-12. ``forward(x, key_padding_mask=None, is_causal=False)``.
     Keyword options of :class:`FastSelfAttention` (``add_query``,
     ``share_value``, ``key_pooling``, ``mix``, ``global_query_only``,
     ``init_std``) pass through.
@@ -649,8 +649,8 @@ class FastformerLayer(_PostNormLayer):
         self.attention = FastSelfAttention(d_model, num_heads, **attention_options)
         self.attention_output = nn.Linear(d_model, d_model)
 
-    def _attend(self, x, key_padding_mask, causal):
-        return self.attention_output(self.attention(x, key_padding_mask, causal=causal))
+    def _attend(self, x, key_padding_mask, is_causal):
+        return self.attention_output(self.attention(x, key_padding_mask, is_causal=is_causal))
 
 
 class SoftmaxEncoderLayer(_PostNormLayer):
@@ -665,8 +665,8 @@ class SoftmaxEncoderLayer(_PostNormLayer):
     def _build_attention(self, d_model, num_heads):
         self.attention = MultiHeadAttention(d_model, num_heads, dropout=0.0)
 
-    def _attend(self, x, key_padding_mask, causal):
-        return self.attention(x, x, x, key_padding_mask=key_padding_mask, causal=causal)
+    def _attend(self, x, key_padding_mask, is_causal):
+        return self.attention(x, x, x, key_padding_mask=key_padding_mask, is_causal=is_causal)
 
 
 class _Stack(nn.Module):
@@ -707,12 +707,12 @@ class _Stack(nn.Module):
         return f"num_layers={self.num_layers}, share_layers={self.share_layers}"
 
     def forward(
-        self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, causal: bool = False
+        self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, is_causal: bool = False
     ) -> torch.Tensor:
         B, N = _check_input(x, self.d_model)
         _check_padding_mask(key_padding_mask, B, N)
         for i in range(self.num_layers):
-            x = self.layers[0 if self.share_layers else i](x, key_padding_mask, causal=causal)
+            x = self.layers[0 if self.share_layers else i](x, key_padding_mask, is_causal=is_causal)
         return x
 
 
@@ -723,7 +723,7 @@ class FastformerEncoder(_Stack):
     layer's parameters, applied ``num_layers`` times. Positions are the
     caller's business (add an encoding from :mod:`attnbook.positional`
     first), as is pooling the output (:class:`AttentionPooling`).
-    ``forward(x, key_padding_mask=None, causal=False)``. Keyword options of
+    ``forward(x, key_padding_mask=None, is_causal=False)``. Keyword options of
     :class:`FastSelfAttention` pass through to every layer.
     """
 

@@ -44,7 +44,7 @@ __all__ = [
 DEFAULT_THREADS = 2
 
 #: When this environment variable is set (non-empty, not "0"), ``setup()`` calls :func:`strict_deprecations`.
-#: The test suite sets it for the kernels it starts (``notebooks/conftest.py``), and so does ``attnbook.book execute``.
+#: The test suite sets it for the kernels it starts (``notebooks/conftest.py``), and so does ``attnbook.book.execute``.
 STRICT_WARNINGS = "ATTNBOOK_STRICT_WARNINGS"
 
 #: The file names IPython gives a cell's code: ipykernel's ``.../ipykernel_<pid>/<hash>.py``,

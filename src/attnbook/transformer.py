@@ -218,7 +218,7 @@ class DecoderLayer(_Layer):
     ):
         def self_attend(h):
             return self.self_attention(
-                h, h, h, key_padding_mask=tgt_padding_mask, causal=True, need_weights=need_weights
+                h, h, h, key_padding_mask=tgt_padding_mask, is_causal=True, need_weights=need_weights
             )
 
         def cross_attend(h):  # queries from the decoder, keys and values from the encoder
@@ -262,7 +262,7 @@ class DecoderLayer(_Layer):
             q, k, v = self.self_attention.project_self(h)
             k, v = torch.cat([past_keys, k], dim=2), torch.cat([past_values, v], dim=2)
             cache[:] = [k, v]
-            return self.self_attention.attend(q, k, v, causal=True)
+            return self.self_attention.attend(q, k, v, is_causal=True)
 
         def cross_attend(h):
             q = self.cross_attention.project_query(h)

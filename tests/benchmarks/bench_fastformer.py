@@ -9,7 +9,7 @@ single sequence (batch 1) of width 256, float32, on 2 CPU threads (or, with
               kernel from 192 keys on); 8 heads, its faster setting here (16 heads of width 16 are slower);
 - explicit:   the same layer with ``need_weights=True``: chapter 4's ``scaled_dot_product_attention``,
               which builds the ``N x N`` weights; run only where they fit in ``--max-gb``;
-- causal:     ``FastSelfAttention(256, 16)`` with ``causal=True`` (running poolings by prefix sums);
+- causal:     ``FastSelfAttention(256, 16)`` with ``is_causal=True`` (running poolings by prefix sums);
 - linformer:  ``attnbook.fastformer.LinformerSelfAttention(256, 16, k=256)``, low-rank attention: the
               keys and values mixed into 256 rows along the length, so its cost is linear in ``N``;
 - torch_mha:  on a GPU only, ``torch.nn.MultiheadAttention(256, 16)``, PyTorch's own layer on its fused
@@ -84,7 +84,7 @@ def contenders(seed: int = 0, max_len: int = 16384) -> dict:
         "fastformer": (fast, lambda x: fast(x)),
         "mha": (mha, lambda x: mha(x, x, x)),
         "explicit": (mha, lambda x: mha(x, x, x, need_weights=True)[0]),
-        "causal": (fast, lambda x: fast(x, causal=True)),
+        "causal": (fast, lambda x: fast(x, is_causal=True)),
         "linformer": (linformer, lambda x: linformer(x)),
     }
     if DEVICE.type == "cuda":

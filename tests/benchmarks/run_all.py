@@ -15,7 +15,7 @@ non-zero only then, if a target was missed or a script failed.
 The summary is also written to ``results/summary.json``. With ``--record``, the
 results of this run (each script's file and the summary, named
 ``summary_<words>.json`` for a partial run) are copied to ``book/results/bench/``,
-where the book's benchmarks page quotes them (``tests/claims.py`` holds the page
+where the book's benchmarks page quotes them (``attnbook.book.claims`` holds the page
 to them).
 """
 

@@ -7,7 +7,7 @@ now and then) magnifies a difference at every jump. This script shows it on
 chapter 7's digit reverser (its data, model and loop, copied from the chapter;
 480 steps of Adam at a constant learning rate, float64): the chapter's recipe
 (pre-LN, 1e-3) and the paper's post-LN at 3e-3, each trained on this machine's own
-kernels and on another CPU's (:data:`portability_probe.OTHER_CPU`), one thread
+kernels and on another CPU's (:data:`notebook_index.OTHER_CPU`), one thread
 each, two runs at a time (about a minute). It records, per epoch, the
 validation loss on both paths and their relative difference, and the test
 sequences reversed exactly. The chapter's own run must print what the chapter
@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from portability_probe import OTHER_CPU  # noqa: E402 (tests/ is on the path only from here)
+from notebook_index import OTHER_CPU  # noqa: E402 (tests/ is on the path only from here)
 
 #: The recipes compared: the chapter's, and the paper's layer order at the rate the chapter once used.
 RECIPES = {

@@ -24,10 +24,13 @@ function under a new code object is known by its bytecode; and the watch watches
 or a table switched off or changed as :data:`WATCH_MISTAKE`.
 
 The machinery is split by job: :mod:`.checking` runs the cases and words the verdict, :mod:`.watching` watches a
-call, :mod:`.reporting` compares and prints numbers, :mod:`.answers` names the packaged answers.
+call, :mod:`.measuring` measures the requirements stated as work or memory (a cache, a state of fixed size),
+:mod:`.reporting` compares and prints numbers, :mod:`.answers` names the packaged answers.
 
 Each chapter's checkers live in the module named after the chapter's notebook,
-for example ``attnbook.exercises.ch00_tensors`` for ``notebooks/00_tensors.ipynb``.
+for example ``attnbook.exercises.ch00_tensors`` for ``notebooks/00_tensors.ipynb``; a checker too long to share
+a module has its own, named after the chapter too (``ch08_cross_attention_cache``), and the chapter's module
+exports it with the others.
 """
 
 from __future__ import annotations

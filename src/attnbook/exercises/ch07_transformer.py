@@ -168,7 +168,7 @@ def _pre_ln_decoder_layer(y, memory, src_lengths, self_attention, cross_attentio
     norm1, norm2, norm3 = norms
     mask = _pad(src_lengths, memory.shape[1])
     h = norm1(y)
-    y = y + self_attention(h, h, h, causal=True)
+    y = y + self_attention(h, h, h, is_causal=True)
     y = y + cross_attention(norm2(y), memory, memory, key_padding_mask=mask)
     return y + ffn(norm3(y))
 
@@ -180,7 +180,7 @@ def _sublayers(memory, src_lengths, self_attention, cross_attention, ffn):
     """
     mask = _pad(src_lengths, memory.shape[1])
     return (
-        lambda h: self_attention(h, h, h, causal=True),
+        lambda h: self_attention(h, h, h, is_causal=True),
         lambda h: cross_attention(h, memory, memory, key_padding_mask=mask),
         ffn,
     )
@@ -203,7 +203,7 @@ def _dec_memory_normalized(y, memory, src_lengths, self_attention, cross_attenti
     norm1, norm2, norm3 = norms
     mask = _pad(src_lengths, memory.shape[1])
     h = norm1(y)
-    y = y + self_attention(h, h, h, causal=True)
+    y = y + self_attention(h, h, h, is_causal=True)
     m = norm2(memory)
     y = y + cross_attention(norm2(y), m, m, key_padding_mask=mask)
     return y + ffn(norm3(y))
@@ -221,7 +221,7 @@ def _dec_not_causal(y, memory, src_lengths, self_attention, cross_attention, ffn
 def _dec_no_source_mask(y, memory, src_lengths, self_attention, cross_attention, ffn, norms):
     norm1, norm2, norm3 = norms
     h = norm1(y)
-    y = y + self_attention(h, h, h, causal=True)
+    y = y + self_attention(h, h, h, is_causal=True)
     y = y + cross_attention(norm2(y), memory, memory)
     return y + ffn(norm3(y))
 
@@ -234,7 +234,7 @@ def _dec_cross_query_raw(y, memory, src_lengths, self_attention, cross_attention
     norm1, norm2, norm3 = norms
     mask = _pad(src_lengths, memory.shape[1])
     h = norm1(y)
-    y = y + self_attention(h, h, h, causal=True)
+    y = y + self_attention(h, h, h, is_causal=True)
     y = y + cross_attention(y, memory, memory, key_padding_mask=mask)
     return y + ffn(norm3(y))
 
@@ -276,7 +276,7 @@ check_pre_ln_decoder_layer = Checker(
         ),
         Mistake(
             "no causal mask",
-            "the decoder's self-attention must not see later target positions: call it with causal=True.",
+            "the decoder's self-attention must not see later target positions: call it with is_causal=True.",
             _dec_not_causal,
         ),
         Mistake(

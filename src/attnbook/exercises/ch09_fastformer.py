@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
-import copy
-import functools
 import math
-import types
 
-import numpy as np
 import torch
 
 from . import NO_MODEL, Case, Checker, Mistake, seeded_randn
+from .ch09_fastformer_step import _FASTFORMER, _FLOAT64, check_fastformer_step
 
 __all__ = [
     "check_global_query",
     "check_global_keys_packed",
-    "check_fastformer_step",
+    "check_fastformer_step",  # its own module: ch09_fastformer_step
     "check_fastformer_parameter_count",
     "check_step_multiplications",
 ]
 
 _randn = seeded_randn(9, torch.float64)
-#: The chapter's checks compute in float64: one tolerance for all of them that compare values.
-_FLOAT64 = {"atol": 1e-9, "rtol": 1e-8}
-#: What they refuse: the packaged Fastformer (and d2l's).
-_FASTFORMER = ("attnbook.fastformer.*", "d2l.*")
 
 
 def _heads(x, num_heads):
@@ -175,264 +168,6 @@ check_global_keys_packed = Checker(
             "scores not scaled",
             "divide the scores by sqrt(d_h), the head width, as in the layer (key_att(p) / sqrt(d_h)).",
             _unscaled_packed,
-        ),
-    ],
-    **_FLOAT64,
-    refuses=_FASTFORMER,
-)
-
-
-# --- Exercise: the causal layer, one token at a time ------------------------------------------------
-
-
-class _RunningPool:
-    """One running softmax pooling per head: the maximum ``m``, ``ℓ = Σ e^{s-m}`` and ``a = Σ e^{s-m} v``."""
-
-    @classmethod
-    def update(cls, state, scores, values, num_heads):
-        """``scores`` ``(B, H)`` and ``values`` ``(B, d)`` of the new token; returns (pooled ``(B, d)``, new state)."""
-        B, d = values.shape
-        state = cls.accumulate(state, scores, values.reshape(B, num_heads, d // num_heads))
-        total, acc = state[-2:]
-        return (acc / total[..., None]).reshape(B, d), state
-
-    @staticmethod
-    def accumulate(state, scores, v):
-        """The state after the new token's ``scores`` ``(B, H)`` and values per head ``v`` ``(B, H, d / H)``."""
-        if state is None:
-            return scores, torch.ones_like(scores), v
-        m_old, total, acc = state
-        m = torch.maximum(m_old, scores)
-        rescale, w = torch.exp(m_old - m), torch.exp(scores - m)
-        return m, total * rescale + w, acc * rescale[..., None] + w[..., None] * v
-
-
-def _fastformer_step(layer, x_t, state, *, scale_by=None, previous_query=False, add_query=True, pool=_RunningPool):
-    H = layer.num_heads
-    scale = math.sqrt(layer.head_dim if scale_by is None else scale_by)
-    query_state, key_state, last_q_global = (None, None, None) if state is None else state
-    q = layer.query(x_t)  # (B, d)
-    q_global, query_state = pool.update(query_state, layer.query_att(q) / scale, q, H)
-    mixer = q_global
-    if previous_query:  # the mistake: the global query as it stood one step before
-        mixer = torch.zeros_like(q_global) if last_q_global is None else last_q_global
-    p = layer.key(x_t) * mixer
-    k_global, key_state = pool.update(key_state, layer.key_att(p) / scale, p, H)
-    out = layer.transform(k_global * q) + (q if add_query else 0)
-    return out, (query_state, key_state, q_global)
-
-
-def _fs_reference(layer, x_t, state):
-    return _fastformer_step(layer, x_t, state)
-
-
-def _fs_whole_prefix(layer, x_t, state):
-    seen = x_t[:, None] if state is None else torch.cat([state, x_t[:, None]], dim=1)
-    inner = None
-    for t in range(seen.shape[1]):  # the whole prefix pooled again at every step
-        out, inner = _fastformer_step(layer, seen[:, t], inner)
-    return out, seen
-
-
-class _OverflowingPool(_RunningPool):
-    @staticmethod
-    def accumulate(state, scores, v):
-        w = torch.exp(scores)  # no running maximum: inf above ~709 in float64
-        return (w, w[..., None] * v) if state is None else (state[0] + w, state[1] + w[..., None] * v)
-
-
-class _UnrescaledPool(_RunningPool):
-    @staticmethod
-    def accumulate(state, scores, v):
-        if state is None:  # the first token: as the running pool
-            return _RunningPool.accumulate(state, scores, v)
-        m_old, total, acc = state
-        m = torch.maximum(m_old, scores)
-        w = torch.exp(scores - m)  # the old sums keep their old reference: they are not rescaled
-        return m, total + w, acc + w[..., None] * v
-
-
-def _fs_overflows(layer, x_t, state):
-    return _fastformer_step(layer, x_t, state, pool=_OverflowingPool)
-
-
-def _fs_unrescaled(layer, x_t, state):
-    return _fastformer_step(layer, x_t, state, pool=_UnrescaledPool)
-
-
-def _fs_previous_query(layer, x_t, state):
-    return _fastformer_step(layer, x_t, state, previous_query=True)
-
-
-def _fs_no_query(layer, x_t, state):
-    return _fastformer_step(layer, x_t, state, add_query=False)
-
-
-def _fs_scale_d(layer, x_t, state):
-    return _fastformer_step(layer, x_t, state, scale_by=layer.d_model)
-
-
-def _numel(state, seen=None) -> int:
-    """How many numbers ``state`` holds, whatever holds them: tensors, NumPy arrays, numbers, containers, objects
-    (``SimpleNamespace``, dataclasses, classes with ``__slots__``, and the attributes of their classes), classes,
-    ``functools.partial`` s, and functions (their closures, defaults and the data in the globals they read).
-
-    Every number counts each time it is held: a step counter and ``num_heads`` are two numbers even when they are
-    equal (small integers are one object in Python). Other objects count once, however often they are reached.
-    """
-    seen = set() if seen is None else seen
-    if state is None or isinstance(state, (str, bytes, types.ModuleType, types.BuiltinFunctionType)):
-        return 0
-    if isinstance(state, (bool, int, float, complex, np.generic)):
-        return 1
-    if id(state) in seen:
-        return 0
-    seen.add(id(state))
-    if isinstance(state, torch.Tensor):
-        return state.numel()
-    if isinstance(state, np.ndarray):
-        return int(state.size) if state.dtype != object else sum(_numel(v, seen) for v in state.flat)
-    if isinstance(state, dict) or type(state).__name__ == "mappingproxy":
-        return sum(_numel(k, seen) + _numel(v, seen) for k, v in state.items())
-    if isinstance(state, (tuple, list, set, frozenset)) or type(state).__name__ == "deque":
-        return sum(_numel(v, seen) for v in state)
-    if isinstance(state, functools.partial):
-        return _numel(state.func, seen) + _numel(state.args, seen) + _numel(state.keywords, seen)
-    if isinstance(state, types.MethodType):
-        return _numel(state.__func__, seen) + _numel(state.__self__, seen)
-    if isinstance(state, types.FunctionType):
-        cells = [c.cell_contents for c in (state.__closure__ or ()) if _filled(c) and c.cell_contents is not state]
-        data = [state.__globals__.get(name) for name in _names_read(state.__code__)]
-        data = [value for value in data if not callable(value) and not isinstance(value, types.ModuleType)]
-        return _numel(cells + data, seen) + _numel((state.__defaults__, state.__kwdefaults__), seen)
-    if isinstance(state, type):
-        return _class_data(state, seen)
-    total = _numel(getattr(state, "__dict__", {}), seen) + _class_data(type(state), seen)
-    for name in getattr(type(state), "__slots__", ()):
-        total += _numel(getattr(state, name, None), seen)
-    return total
-
-
-def _filled(cell) -> bool:
-    try:
-        return cell.cell_contents is not _EMPTY
-    except ValueError:  # an empty cell
-        return False
-
-
-_EMPTY = object()
-
-
-def _names_read(code) -> set:
-    """The global names a function's code (and the code nested in it) reads."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _names_read(const)
-    return names
-
-
-def _class_data(cls: type, seen: set) -> int:
-    """The numbers a learner's class holds in its class attributes (PyTorch's and Python's own classes hold none
-    of the learner's)."""
-    if cls.__module__ in ("builtins", "types") or cls.__module__.startswith(("torch", "numpy", "collections")):
-        return 0
-    total = 0
-    for klass in cls.__mro__[:-1]:
-        for name, value in vars(klass).items():
-            if not name.startswith("__") and not callable(value) and not isinstance(value, _DESCRIPTORS):
-                total += _numel(value, seen)
-    return total
-
-
-#: Class attributes that are no state: properties, and the member descriptors of ``__slots__``.
-_DESCRIPTORS = (property, types.MemberDescriptorType, types.GetSetDescriptorType, staticmethod, classmethod)
-
-
-class _StepChecker(Checker):
-    """Runs a step function ``fn(layer, x_t, state) -> (output_t, state)`` over a whole sequence.
-
-    The result compared is the outputs of every step, stacked ``(B, N, d)``, and
-    whether the state grew with the length (a recurrent layer's must not).
-    """
-
-    def _run(self, fn, case, record=None):
-        layer, x = copy.deepcopy(case.args)
-        state, outputs, sizes = None, [], []
-        with torch.no_grad():
-            for t in range(x.shape[1]):
-                x_t = x[:, t]
-                with self._watch(record):
-                    result = fn(layer, x_t, state)
-                if result is None:
-                    return None
-                if not isinstance(result, tuple) or len(result) != 2:
-                    raise TypeError(f"{self.name} must return a pair (output, state), got {type(result).__name__}")
-                out, state = result
-                outputs.append(out)
-                sizes.append(_numel((state, fn, layer)))  # what the state holds, and whatever else may hold it
-        return {"outputs": torch.stack(outputs, dim=1), "state grows with the length": sizes[-1] > sizes[1]}
-
-
-def _layer(d, H, seed, att_scale=1.0):
-    from attnbook.fastformer import FastSelfAttention
-
-    torch.manual_seed(seed)
-    layer = FastSelfAttention(d, H).double()
-    with torch.no_grad():
-        for p in layer.parameters():
-            p.copy_(_randn(*p.shape, scale=0.5))
-        layer.query_att.weight.mul_(att_scale)
-        layer.key_att.weight.mul_(att_scale)
-    return layer
-
-
-check_fastformer_step = _StepChecker(
-    "fastformer_step",
-    reference=_fs_reference,
-    cases=[
-        Case("one head, d=4, B=1, 5 tokens", (_layer(4, 1, 0), _randn(1, 5, 4))),
-        Case("3 heads, d=6, B=2, 7 tokens", (_layer(6, 3, 1), _randn(2, 7, 6))),
-        Case(
-            "scores of several thousand (exp overflows above 709)", (_layer(6, 2, 2, att_scale=800.0), _randn(2, 6, 6))
-        ),
-    ],
-    mistakes=[
-        Mistake(
-            "keeps the whole prefix",
-            "a recurrent layer carries a state of fixed size: per head and per pooling, the running maximum of the "
-            "scores, the running sum of their exponentials and the running weighted sum of the pooled features. "
-            "Keeping the tokens seen so far and pooling them again at every step is the quadratic cost again.",
-            _fs_whole_prefix,
-        ),
-        Mistake(
-            "mixes the key with the previous global query",
-            "p_t = k_t * q_global_t, with the global query that already includes token t (the causal layer pools "
-            "positions <= t, itself included): update the query's pooling first, then mix.",
-            _fs_previous_query,
-        ),
-        Mistake(
-            "no rescaling when the maximum grows",
-            "when the running maximum grows from m_old to m, the sums kept so far are referenced to m_old: multiply "
-            "both by exp(m_old - m) before adding the new token's exp(s - m).",
-            _fs_unrescaled,
-        ),
-        Mistake(
-            "+ q forgotten",
-            "the output is transform(k_global * q_t) + q_t: the token's own query is added back.",
-            _fs_no_query,
-        ),
-        Mistake(
-            "scaled by sqrt(d)",
-            "the authors' code divides the scores by sqrt(d_h), the head width (layer.head_dim), not by sqrt(d) "
-            "as the paper's equations write.",
-            _fs_scale_d,
-        ),
-        Mistake(
-            "overflows",
-            "exp of a score above ~709 is inf in float64 (88 in float32), and inf / inf is NaN: keep the running "
-            "maximum m of the scores and store the sums as sums of exp(s - m).",
-            _fs_overflows,
         ),
     ],
     **_FLOAT64,

@@ -33,14 +33,12 @@ _SAME_STEP = {"LOAD_METHOD": "LOAD_ATTR", "PRECALL": "CALL"}  # two spellings of
 
 _HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
 
-#: A copy is known by its fingerprint only when its bytecode is at least this long: a two-line function is no
-#: packaged answer, and the same few instructions may well be a learner's own.
+#: A copy is known by its fingerprint only when its bytecode is this long: a few instructions may be a learner's own.
 _MIN_BYTECODE = 24
 
 #: Audit events (``sys.addaudithook``) that start another process; while a checker watches, each is refused.
 _PROCESS_EVENTS = frozenset(
-    ["os.fork", "os.forkpty", "os.system", "os.posix_spawn", "os.exec", "os.spawn", "os.startfile", "subprocess.Popen"]
-    + ["pty.spawn"]
+    "os.fork os.forkpty os.system os.posix_spawn os.exec os.spawn os.startfile subprocess.Popen pty.spawn".split()
 )
 
 

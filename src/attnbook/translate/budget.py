@@ -249,7 +249,7 @@ class Progress:
     ``position`` is where this session starts (:data:`START`, or the saved
     position of a resumed run); a budget already spent there is refused with
     words that say which option to raise. ``steps_per_epoch`` is this
-    process's; ``save_minutes`` spaces the periodic checkpoints; ``sync`` waits
+    process's; ``checkpoint_minutes`` spaces the periodic checkpoints; ``sync`` waits
     for the device where the steps are timed (:class:`Pace`). ``clock`` is
     injectable for tests.
     """
@@ -260,7 +260,7 @@ class Progress:
         position: Position,
         steps_per_epoch: int,
         cluster: Cluster,
-        save_minutes: float,
+        checkpoint_minutes: float,
         run_name: str = "the run",
         sync: Callable[[], None] | None = None,
         clock: Callable[[], float] | None = None,
@@ -281,7 +281,7 @@ class Progress:
         self.epoch, self.in_epoch, self.step = position["epoch"], position["step_in_epoch"], position["step"]
         self.seconds_before, self.tokens_before = position["seconds"], position["tokens"]
         self.start = self.last_save = self.clock()
-        self.save_seconds = save_minutes * 60
+        self.checkpoint_seconds = checkpoint_minutes * 60
         self.pace = Pace(sync=sync, clock=self.clock)
         self.tokens = 0  # target tokens trained in this session, every process's
         self.stopping = False  # the budget ended this epoch early
@@ -356,7 +356,7 @@ class Progress:
         plan = self.budget.plan(self.where())
         self.reason = plan.reason or self.reason
         first = self.cluster.is_first
-        due = 1.0 if first and self.clock() - self.last_save >= self.save_seconds else 0.0
+        due = 1.0 if first and self.clock() - self.last_save >= self.checkpoint_seconds else 0.0
         # one all-reduce a step: the flags (any process raising one counts), the first process's share of the
         # budget spent (so that every process keeps the same learning rate) and the step's target tokens
         stop, due, interrupted_any, self.share, tokens_all = self.cluster.all_sum(

@@ -11,7 +11,6 @@ hypothesis of beam search with its log-probability and length, so that
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 
@@ -29,8 +28,9 @@ __all__ = ["translate_tokens", "nbest_tokens", "output_limit"]
 
 
 def output_limit(longest_source: int, decoding: Decoding) -> int:
-    """The most tokens a translation of a batch may have: ``A × longest + B``, within the positional table."""
-    return max(1, min(math.ceil(decoding.max_len_a * longest_source) + decoding.max_len_b, MAX_POSITIONS - 1))
+    """The most tokens a translation of a batch may have: ``A × longest + B``, within the positional table
+    (:func:`attnbook.decode.output_limit`, the library's one rule, with the command line's ``A`` and ``B``)."""
+    return decode.output_limit(longest_source, decoding.max_len_a, decoding.max_len_b, cap=MAX_POSITIONS - 1)
 
 
 def _chunks(sources: Sequence[Sequence[str]], size: int) -> list[list[int]]:

@@ -160,28 +160,28 @@ def fused_paper_optimizer(
     return optimizer, SCHEDULES[decay](optimizer, d_model, warmup, factor)
 
 
-def shorten_warmup(schedule: NoamSchedule, warmup: int) -> None:
-    """Make ``schedule`` reach its peak rate after ``warmup`` steps instead, the peak unchanged.
+def shorten_warmup(scheduler: NoamSchedule, warmup: int) -> None:
+    """Make ``scheduler`` reach its peak rate after ``warmup`` steps instead, the peak unchanged.
 
     The peak is ``factor / sqrt(d_model * warmup)``, so the factor shrinks with
     the warm-up's square root (keeping it would raise the peak). The coming
     optimizer step already uses the new curve.
     """
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or not 1 <= warmup <= schedule.warmup:
-        raise ValueError(f"warmup must be an int in [1, {schedule.warmup}] (the current warm-up), got {warmup!r}")
-    schedule.factor *= math.sqrt(warmup / schedule.warmup)
-    schedule.warmup = warmup
-    _set_rates(schedule)
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or not 1 <= warmup <= scheduler.warmup:
+        raise ValueError(f"warmup must be an int in [1, {scheduler.warmup}] (the current warm-up), got {warmup!r}")
+    scheduler.factor *= math.sqrt(warmup / scheduler.warmup)
+    scheduler.warmup = warmup
+    _set_rates(scheduler)
 
 
-def _set_rates(schedule: NoamSchedule) -> None:
+def _set_rates(scheduler: NoamSchedule) -> None:
     """Give the coming optimizer step the rate the schedule's (changed) curve gives it.
 
     PyTorch's schedulers set the rate only when stepped; this sets it now, and
     what ``get_last_lr()`` reports with it (PyTorch keeps that in ``_last_lr``).
     """
-    schedule._last_lr = schedule.get_lr()
-    for group, lr in zip(schedule.optimizer.param_groups, schedule._last_lr):
+    scheduler._last_lr = scheduler.get_lr()
+    for group, lr in zip(scheduler.optimizer.param_groups, scheduler._last_lr):
         group["lr"] = lr
 
 

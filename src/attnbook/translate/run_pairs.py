@@ -170,11 +170,11 @@ def split_run_pairs(pairs: list[Pair], held_out: float, test: bool = True) -> Sp
     return Splits([p for p in pairs if id(p) not in valid], splits.valid, [])
 
 
-def length_filter(pairs: list[Pair], max_length: int, what: str, console: Console) -> list[Pair]:
-    """The pairs of at most ``max_length`` tokens on each side (and some source); say how many were left out."""
-    kept = [p for p in pairs if 0 < len(p.src_tok) <= max_length and len(p.tgt_tok) <= max_length]
+def length_filter(pairs: list[Pair], max_len: int, what: str, console: Console) -> list[Pair]:
+    """The pairs of at most ``max_len`` tokens on each side (and some source); say how many were left out."""
+    kept = [p for p in pairs if 0 < len(p.src_tok) <= max_len and len(p.tgt_tok) <= max_len]
     if len(kept) < len(pairs):
-        console.say(f"left out {len(pairs) - len(kept):,} {what} pairs longer than {max_length} tokens (--max-length)")
+        console.say(f"left out {len(pairs) - len(kept):,} {what} pairs longer than {max_len} tokens (--max-length)")
     return kept
 
 

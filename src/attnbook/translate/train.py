@@ -120,14 +120,14 @@ def train_run(
     torch.manual_seed(s.seed)
     weights_dtype, autocast = precision(s.dtype, device)
     model = build_model(s.arch, run.config["model"]).to(dtype=weights_dtype, device=device)
-    optimizer, schedule = fused_paper_optimizer(
+    optimizer, scheduler = fused_paper_optimizer(
         model, d_model=s.d_model, warmup=s.warmup, factor=s.lr_factor, decay=s.decay
     )
     if resumed:
-        _restore(run.state, run.folder / CHECKPOINT_FILE, model, optimizer, schedule, cluster, console)
+        _restore(run.state, run.folder / CHECKPOINT_FILE, model, optimizer, scheduler, cluster, console)
     else:
         torch.manual_seed(s.seed + 1 + cluster.rank)  # dropout: each process its own stream
-    learner = _Learner(model, optimizer, schedule, s, cluster, autocast)  # `model`: the weights; `learner`: the step
+    learner = _Learner(model, optimizer, scheduler, s, cluster, autocast)  # `model`: the weights; `learner`: the step
 
     # --- the batches, the budget, and what the loop keeps ---------------------------------------------------
     batches = _Batches(run, cluster)
@@ -173,7 +173,7 @@ def train_run(
                     return _stop_interrupted(learner, state, progress, session)
                 if save_due and not stop:
                     _save("periodic", learner, state, progress, session)
-                _log_step(progress, losses, schedule, session, log_every)
+                _log_step(progress, losses, scheduler, session, log_every)
                 if (per_step := progress.measured_pace()) is not None:  # measured, or measured again: re-plan
                     _follow_pace(per_step, learner, state, progress, session)
                 if cluster.is_first and state.snapshot_due(progress.steps_done):
@@ -241,8 +241,8 @@ class _Learner:
     and counts the model's arithmetic (:attr:`flops_per_token`).
     """
 
-    def __init__(self, model, optimizer, schedule, settings: RunSettings, cluster: Cluster, autocast) -> None:
-        self.model, self.optimizer, self.schedule = model, optimizer, schedule
+    def __init__(self, model, optimizer, scheduler, settings: RunSettings, cluster: Cluster, autocast) -> None:
+        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.settings, self.autocast = settings, autocast
         self.wrapped = model
         if cluster.distributed:
@@ -260,7 +260,7 @@ class _Learner:
             self.flops_per_token, self.first = counting.get_total_flops() / batch.n_real, False
         else:
             loss_sum = self._step(self.compiled, batch)
-        self.schedule.step()
+        self.scheduler.step()
         return loss_sum
 
     def _step(self, forward: nn.Module, batch: _Ready) -> torch.Tensor:
@@ -273,8 +273,8 @@ class _Learner:
 
     def follow_budget(self, share: float) -> None:
         """A rate that falls in a straight line to zero falls with the ``share`` of the budget spent."""
-        if isinstance(self.schedule, LinearDecaySchedule):
-            self.schedule.set_spent(share)
+        if isinstance(self.scheduler, LinearDecaySchedule):
+            self.scheduler.set_spent(share)
 
 
 class _Batches:
@@ -358,7 +358,7 @@ def _first_lines(run: PreparedRun, model: nn.Module, progress: Progress, session
     )
 
 
-def _log_step(progress: Progress, losses: _Losses, schedule, session: _Session, log_every: int) -> None:
+def _log_step(progress: Progress, losses: _Losses, scheduler, session: _Session, log_every: int) -> None:
     """After a step: the loss read when due, the log every ``log_every`` steps, the progress line on a terminal."""
     logged = progress.step % log_every == 0
     shown = losses.read(progress.step, now=logged)
@@ -367,7 +367,7 @@ def _log_step(progress: Progress, losses: _Losses, schedule, session: _Session, 
             event="step",
             **progress.position(),
             loss=shown,
-            lr=schedule.get_last_lr()[0],
+            lr=scheduler.get_last_lr()[0],
             tokens_per_second=progress.tokens_per_second(),
         )
     if session.console.shows_progress:
@@ -384,30 +384,30 @@ def _follow_pace(per_step: float, learner: _Learner, state: _State, progress: Pr
     fit = not state.paced and not session.resumed
     plan = progress.plan(per_step, average=session.settings.average, agreed=fit)
     if fit:
-        _fit_warmup(learner.schedule, plan, per_step, session)
+        _fit_warmup(learner.scheduler, plan, per_step, session)
         if session.settings.dropout == AUTO:
             state.dropout = _choose_dropout(plan, learner.model, session)
     state.paced = True
     state.space_snapshots(plan, session.log)
 
 
-def _fit_warmup(schedule, plan: Plan, per_step: float, session: _Session) -> None:
+def _fit_warmup(scheduler, plan: Plan, per_step: float, session: _Session) -> None:
     """Shorten the warm-up to the plan's: at most :data:`WARMUP_SHARE` of the steps the time budget allows.
 
     The schedule's state, saved with each checkpoint, keeps the new warm-up when the run resumes.
     """
-    if plan.warmup >= schedule.warmup:
+    if plan.warmup >= scheduler.warmup:
         return
     # The same peak, reached sooner. (Keeping the factor would raise the peak, and on small batches a peak
     # about twice as high costs most of what a short run learns: book/results/translator_real.json.)
-    peak = noam_lr(schedule.warmup, schedule.d_model, schedule.warmup, schedule.factor)
-    allowed, was = plan.steps_allowed, schedule.warmup
+    peak = noam_lr(scheduler.warmup, scheduler.d_model, scheduler.warmup, scheduler.factor)
+    allowed, was = plan.steps_allowed, scheduler.warmup
     session.log.write(event="warmup", steps_allowed=allowed, warmup=plan.warmup, was=was, peak_lr=peak)
     session.console.say(
         f"at {per_step:.2f} s a step, the budget allows about {allowed:,.0f} steps: "
         f"warm-up shortened from {was} to {plan.warmup} steps (the same peak rate, {peak:.2g})"
     )
-    shorten_warmup(schedule, plan.warmup)
+    shorten_warmup(scheduler, plan.warmup)
 
 
 def _choose_dropout(plan: Plan, model: nn.Module, session: _Session) -> float:
@@ -433,7 +433,7 @@ def _save(reason: str, learner: _Learner, state: _State, progress: Progress, ses
     position = progress.position()
     train_state = {
         "optimizer": learner.optimizer.state_dict(),
-        "scheduler": learner.schedule.state_dict(),
+        "scheduler": learner.scheduler.state_dict(),
         "rng": rng,
         "cuda_rng": cuda_rng,
         "world": cluster.world,
@@ -595,12 +595,12 @@ def probe_seconds_per_step(
         torch.set_rng_state(rng)
 
 
-def _restore(state: dict, checkpoint: Path, model, optimizer, schedule, cluster: Cluster, console: Console) -> None:
+def _restore(state: dict, checkpoint: Path, model, optimizer, scheduler, cluster: Cluster, console: Console) -> None:
     """The weights, optimizer, schedule and random state of the checkpoint being resumed."""
     try:
         load_checkpoint(checkpoint, model)
         optimizer.load_state_dict(state["optimizer"])
-        schedule.load_state_dict(state["scheduler"])
+        scheduler.load_state_dict(state["scheduler"])
     except Exception as err:
         raise CommandError(f"cannot resume from {checkpoint}: {one_line(err)}") from None
     mine = min(cluster.rank, len(state["rng"]) - 1)

@@ -58,7 +58,7 @@ Three more kinds of claim are held to their evidence:
   reason, like a constant
   (``"claims": {"grows linearly": "a count of multiplications, not a measurement"}``).
 
-``python tests/claims.py`` lists every claim that no output supports, notebook
+``python -m attnbook.book.claims`` lists every claim that no output supports, notebook
 by notebook; ``tests/test_claims.py`` fails on any.
 """
 
@@ -69,10 +69,17 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).parent))
+from attnbook.book.config import book_root
 
-from notebook_index import NOTEBOOKS, read_notebook  # noqa: E402 (tests/ is on the path only from here when run as a script)
+ROOT = book_root(Path(__file__))  # the repository this module is in, whatever the working folder
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def read_notebook(path: Path):
+    import nbformat
+
+    return nbformat.read(path, as_version=4)
+
 
 #: Book pages that quote results; their figures are looked up in the sources each page names (PAGE_NOTE).
 PAGES = sorted((ROOT / "book").glob("*.md"))
@@ -782,7 +789,7 @@ def check_notebook(path: Path, report: Report | None = None) -> Report:
             words,
             quotes,
             declared,
-            lambda claim: (
+            lambda claim, above=above, below=below: (
                 ordering_supported(claim, above) or (_points_below(claim.sentence) and ordering_supported(claim, below))
             ),
             "no cell above in this section prints this comparison",
