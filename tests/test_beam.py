@@ -364,20 +364,29 @@ def test_translate_with_a_beam():
 @pytest.mark.parametrize("name", MODELS)
 def test_the_one_sentence_beam_search_finds_the_batched_ones_hypotheses_and_scores(name, alpha):
     model = MODELS[name]()
+    batch = make_batch(SOURCES, [[4]] * len(SOURCES))
     for beam_size in (1, 2, 4):
-        batch = make_batch(SOURCES, [[4]] * len(SOURCES))
-        batched = beam_search(model, batch.src, batch.src_padding_mask, beam_size=beam_size, alpha=alpha, n_best=1)
         batched_all = beam_search(
             model, batch.src, batch.src_padding_mask, beam_size=beam_size, alpha=alpha, max_len=7, n_best=beam_size
         )
         for row, src in enumerate(SOURCES):
-            alone = beam_search_sentence(model, torch.tensor(src), beam_size=beam_size, alpha=alpha)
-            assert alone[0].tokens == batched.nbest[row][0].tokens  # the default length: the source's + 50
             short = beam_search_sentence(model, torch.tensor(src), beam_size=beam_size, alpha=alpha, max_len=7)
             want = batched_all.nbest[row]
             assert [h.tokens for h in short] == [h.tokens for h in want]  # every finished hypothesis, best first
             assert [h.log_prob for h in short] == pytest.approx([h.log_prob for h in want], rel=1e-9)
             assert [h.score for h in short] == pytest.approx([h.score for h in want], rel=1e-9)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_one_sentence_beam_search_has_the_batched_ones_default_length(name):
+    """The default output length, the source's + 50, is the batched search's (one beam, one alpha: an untrained
+    model writes to the limit, and the one-sentence search is a loop in Python)."""
+    model = MODELS[name]()
+    batch = make_batch(SOURCES, [[4]] * len(SOURCES))
+    batched = beam_search(model, batch.src, batch.src_padding_mask, beam_size=2, alpha=0.6, n_best=1)
+    for row, src in enumerate(SOURCES):
+        alone = beam_search_sentence(model, torch.tensor(src), beam_size=2, alpha=0.6)
+        assert alone[0].tokens == batched.nbest[row][0].tokens
 
 
 def test_the_one_sentence_beam_search_on_the_scripted_model_keeps_the_better_late_hypothesis():

@@ -181,11 +181,12 @@ def public_parameters() -> dict[str, list[tuple[str, object]]]:
             if name.startswith("_") or getattr(obj, "__module__", None) != module.__name__:
                 continue
             members = [(name, obj)]
-            if inspect.isclass(obj):
+            if inspect.isclass(obj):  # its methods, inherited ones too, that the library defines (not PyTorch's)
                 members += [
                     (f"{name}.{attr}", value)
-                    for attr, value in vars(obj).items()
-                    if callable(value) and (not attr.startswith("_") or attr in ("__init__", "__call__"))
+                    for attr, value in inspect.getmembers(obj, callable)
+                    if (not attr.startswith("_") or attr in ("__init__", "__call__"))
+                    and str(getattr(value, "__module__", "") or "").startswith("attnbook")
                 ]
             for where, member in members:
                 try:

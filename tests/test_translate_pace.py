@@ -1,7 +1,7 @@
 """The speed a run plans its budget by: measured after the first steps' one-off costs, and again when it drifts.
 
 A fake clock stands in for the device: the steps take the seconds each test
-says, and :class:`attnbook.translate.control.Pace` reads only that clock.
+says, and :class:`attnbook.translate.budget.Pace` reads only that clock.
 """
 
 from __future__ import annotations

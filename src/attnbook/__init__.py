@@ -27,13 +27,15 @@ Each module holds one idea of the book, named after it:
 Importing the package imports nothing heavy; import the module you need.
 
 Names: one per concept, PyTorch's where PyTorch has one. ``tests/test_layout.py`` holds every public
-signature of the library to this table: the name is used, the spellings in the last column are not.
+signature of the library (inherited methods included) to this table: the name is used, the spellings in the
+last column are not. An exercise may ask for another library's convention on purpose (chapter 3's
+``valid_lens``, d2l's lengths in place of a mask), and a notebook's own variables are its own.
 
 ==================  ====================================================================  ===================
 name                meaning                                                               not
 ==================  ====================================================================  ===================
 need_weights        also return the attention weights (``nn.MultiheadAttention``)         return_attention
-key_padding_mask    ``(B, S)``, True at the keys attention must ignore (PyTorch's)        valid_lens
+key_padding_mask    ``(B, S)``, True at the keys attention must ignore (PyTorch's)        attention_mask
 is_causal           each position attends to itself and earlier ones (PyTorch's SDPA)     causal
 scheduler           the learning-rate scheduler object (``torch.optim.lr_scheduler``)     schedule
 max_len             the most tokens a sequence may have (decoding, positions, corpus)     max_length

@@ -17,7 +17,7 @@ reached, and the checker reports the mistake :data:`LIBRARY_MISTAKE`, naming
 what was called. Requirements the text states (no Python loop, a cache, a state
 of fixed size) are checked after the cases (``loop_free``, ``requirements``).
 
-Five threads of the watch go beyond the packaged answer: work handed to another thread or process is refused
+Four threads of the watch go beyond the packaged answer: work handed to another thread or process is refused
 (:data:`THREAD_MISTAKE`); the solution that ships with a checker, or a copy of it, is refused when it is submitted
 (:data:`SOLUTION_MISTAKE`; :meth:`Checker.verify` is the tests' way to check the solution); a copy of a refused
 function under a new code object is known by its bytecode; and the watch watches itself, reporting a hook, a mode

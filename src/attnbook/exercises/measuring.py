@@ -105,12 +105,10 @@ def state_size(state, seen=None) -> int:
 
 def _filled(cell) -> bool:
     try:
-        return cell.cell_contents is not _EMPTY
-    except ValueError:  # an empty cell
+        cell.cell_contents
+    except ValueError:  # an empty cell: a variable of the closure not yet assigned
         return False
-
-
-_EMPTY = object()
+    return True
 
 
 def _names_read(code) -> set:
