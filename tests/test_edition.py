@@ -16,7 +16,7 @@ import shutil
 import nbformat
 import pytest
 
-from attnbook import edition
+from attnbook.book import edition
 from attnbook.book.sphinx import edition_link
 from notebook_index import NOTEBOOKS, ROOT
 
