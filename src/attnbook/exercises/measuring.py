@@ -105,7 +105,7 @@ def state_size(state, seen=None) -> int:
 
 def _filled(cell) -> bool:
     try:
-        cell.cell_contents
+        _ = cell.cell_contents
     except ValueError:  # an empty cell: a variable of the closure not yet assigned
         return False
     return True
