@@ -56,11 +56,29 @@ def test_max_len_one_and_bad_max_len():
     model = ScriptedModel([[5, EOS]])
     out = greedy_decode(model, torch.zeros(1, 2, dtype=torch.long), max_len=1)
     assert out.tokens.tolist() == [[5]] and out.lengths.tolist() == [1]
-    for bad in (0, -3, 2.5, True, None):
+    for bad in (0, -3, 2.5, True):
         with pytest.raises(ValueError, match="max_len must be an int >= 1"):
             greedy_decode(model, torch.zeros(1, 2, dtype=torch.long), max_len=bad)
     with pytest.raises(ValueError, match=r"src must have shape \(B, S\)"):
         greedy_decode(model, torch.zeros(2, dtype=torch.long), max_len=3)
+
+
+class _Rambler(torch.nn.Module):
+    """Writes token 5 for ever: every sentence runs to its limit."""
+
+    def start(self, src, src_padding_mask=None):
+        return None
+
+    def step(self, tokens, state):
+        return torch.nn.functional.one_hot(torch.full_like(tokens, 5), 8).double(), state
+
+
+def test_by_default_each_sentence_may_have_its_sources_length_plus_50():
+    src = torch.ones(2, 4, dtype=torch.long)
+    mask = torch.tensor([[False] * 4, [False, False, True, True]])
+    out = greedy_decode(_Rambler(), src, mask)
+    assert out.lengths.tolist() == [54, 52]  # output_limit: the paper's source + 50, each sentence its own
+    assert (out.tokens[1, 52:] == 0).all() and (out.tokens[1, :52] == 5).all() and (out.tokens[0] == 5).all()
 
 
 @pytest.mark.parametrize("attention", [False, True], ids=["plain", "attention"])

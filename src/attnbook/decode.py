@@ -95,26 +95,35 @@ def greedy_decode(
     src: torch.Tensor,
     src_padding_mask: torch.Tensor | None = None,
     *,
-    max_len: int,
+    max_len: int | None = None,
     bos_id: int = 1,
     eos_id: int = 2,
     pad_id: int = 0,
 ) -> Decoded:
-    """Decode a batch greedily, stopping at ``<eos>`` or after ``max_len`` tokens."""
-    if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 1:
-        raise ValueError(f"max_len must be an int >= 1 (the most tokens to generate), got {max_len!r}")
+    """Decode a batch greedily, stopping at ``<eos>`` or after ``max_len`` tokens.
+
+    By default each sentence may have :func:`output_limit` of its source's length (the
+    source's length + 50, within the model's ``config.max_len``).
+    """
+    if max_len is not None and (not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 1):
+        raise ValueError(f"max_len must be an int >= 1 (the most tokens to generate) or None, got {max_len!r}")
     if src.dim() != 2:
         raise ValueError(f"src must have shape (B, S), got shape {tuple(src.shape)}")
+    batch = src.shape[0]
+    if max_len is None:  # each sentence its own limit
+        src_len = (~src_padding_mask).sum(1) if src_padding_mask is not None else torch.full((batch,), src.shape[1])
+        limit = output_limit(src_len.cpu().long(), cap=_model_cap(model)).to(src.device)
+    else:
+        limit = torch.full((batch,), max_len, dtype=torch.long, device=src.device)
     was_training = model.training
     model.eval()
     try:
         state = model.start(src, src_padding_mask)
-        batch = src.shape[0]
         tokens = torch.full((batch,), bos_id, dtype=torch.long, device=src.device)
         finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
-        lengths = torch.full((batch,), max_len, dtype=torch.long, device=src.device)
+        lengths = limit.clone()
         out, weights = [], []
-        for t in range(max_len):
+        for t in range(int(limit.max())):
             logits, state = model.step(tokens, state)
             never = torch.tensor([pad_id, bos_id], device=logits.device)
             tokens = logits.index_fill(1, never, float("-inf")).argmax(dim=-1)  # <pad> and <bos> are never written
@@ -125,7 +134,7 @@ def greedy_decode(
                 weights.append(w.masked_fill(finished[:, None], 0.0))
             just_ended = ~finished & (tokens == eos_id)
             lengths[just_ended] = t + 1
-            finished |= just_ended
+            finished |= just_ended | (limit <= t + 1)  # at its limit, a sentence ends
             if finished.all():
                 break
     finally:
@@ -523,7 +532,7 @@ def translate(
         src = torch.tensor([x + [src_vocab.pad_id] * (longest - len(x)) for x in ids], device=device)
         ends = dict(bos_id=tgt_vocab.bos_id, eos_id=tgt_vocab.eos_id, pad_id=tgt_vocab.pad_id)
         if beam_size == 1:
-            out = _greedy_within_limits(model, src, padding_mask(lengths, longest).to(device), lengths, max_len, ends)
+            out = greedy_decode(model, src, padding_mask(lengths, longest).to(device), max_len=max_len, **ends)
         else:
             out = beam_search(
                 model,
@@ -536,14 +545,3 @@ def translate(
             )
         result.extend(ids_to_tokens(out.tokens.cpu(), tgt_vocab))
     return result
-
-
-def _greedy_within_limits(model, src, src_padding_mask, lengths, max_len, ends) -> Decoded:
-    """Greedy decoding with each sentence's own limit: the batch decodes to the longest limit, and each
-    translation is cut at its own (a greedy prefix never depends on the steps after it, nor on other rows)."""
-    limits = torch.full_like(lengths, max_len) if max_len is not None else output_limit(lengths, cap=_model_cap(model))
-    out = greedy_decode(model, src, src_padding_mask, max_len=int(limits.max()), **ends)
-    keep = torch.arange(out.tokens.shape[1])[None, :] < limits[:, None]
-    out.tokens = out.tokens.masked_fill(~keep.to(out.tokens.device), ends["pad_id"])
-    out.lengths = torch.minimum(out.lengths, limits.to(out.lengths.device))
-    return out
