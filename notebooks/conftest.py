@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from attnbook.book.execute import environment
+
 _TESTS = Path(__file__).resolve().parents[1] / "tests"
 if (_TESTS / "notebook_index.py").is_file():  # in the repository; a copy of this file elsewhere runs as it is
     sys.path.insert(0, str(_TESTS))
@@ -50,14 +52,5 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 def pytest_runtest_setup(item):
     """nbval starts a notebook's kernel while its first cell is set up: give that kernel its kernel path."""
     path = Path(str(item.fspath))
-    changes = kernel_environment(path) if path.suffix == ".ipynb" else {}
-    before = {key: os.environ.get(key) for key in changes}
-    os.environ.update(changes)
-    try:
+    with environment(kernel_environment(path) if path.suffix == ".ipynb" else {}):
         yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value

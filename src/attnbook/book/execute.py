@@ -13,11 +13,12 @@ import os
 import re
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from attnbook.book.config import SETUP_TAG, badge_markdown, setup_cell_source
 
-__all__ = ["SOLUTION_TITLE", "sync_notebook", "solution_cells", "hide_solution", "execute_notebook"]
+__all__ = ["SOLUTION_TITLE", "environment", "sync_notebook", "solution_cells", "hide_solution", "execute_notebook"]
 
 _BADGE_RE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)")
 
@@ -76,6 +77,21 @@ def hide_solution(cell) -> None:
     cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
 
 
+@contextmanager
+def environment(changes: dict[str, str]):
+    """``os.environ`` with ``changes`` while the block runs (a kernel started in it inherits them), then as before."""
+    before = {key: os.environ.get(key) for key in changes}
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def _coalesce_streams(nb) -> None:
     """One output per stream run: a kernel under load may deliver one print in several messages."""
     for cell in nb.cells:
@@ -118,10 +134,7 @@ def execute_notebook(path: str | Path, timeout: int = 600) -> float:
     nb = nbformat.read(path, as_version=4)
     sync_notebook(nb, path.name)
     # Deterministic hashing; and the course's DeprecationWarnings as errors, as under the test suite.
-    env_fix = {"PYTHONHASHSEED": "0", "ATTNBOOK_STRICT_WARNINGS": "1"}
-    old = {k: os.environ.get(k) for k in env_fix}
-    os.environ.update(env_fix)
-    try:
+    with environment({"PYTHONHASHSEED": "0", "ATTNBOOK_STRICT_WARNINGS": "1"}):
         client = NotebookClient(
             nb,
             timeout=timeout,
@@ -132,12 +145,6 @@ def execute_notebook(path: str | Path, timeout: int = 600) -> float:
         start = time.perf_counter()
         client.execute()
         seconds = time.perf_counter() - start
-    finally:
-        for key, value in old.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     _coalesce_streams(nb)
     _clean_metadata(nb)
     nbformat.validate(nb)
