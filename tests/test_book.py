@@ -116,7 +116,9 @@ def test_every_chapter_has_its_colab_link_and_numbered_exercises(books, edition)
         assert f'href="{link}"' in page, f"{edition or 'en'}: {nb.stem}.html lacks its Colab link {link}"
         assert "attnbook @ git+" not in page, f"{nb.stem}.html shows the setup cell"
         chapter = int(nb.stem.split("_")[0])
-        titles = re.findall(r'<p class="admonition-title">\s*<span class="caption-number">[^<]*?([\d.]+) </span>', page)
+        titles = re.findall(
+            r'<p class="admonition-title">\s*<span class="caption-number">[^<]*?([\d.]+) ?</span>', page
+        )
         expected = [f"{chapter}.{k}" for k in range(1, len(titles) + 1)]
         assert titles and titles == expected, f"{nb.stem}.html numbers its exercises {titles}, not {expected}"
 
@@ -149,6 +151,117 @@ def test_both_editions_serve_mathjax_themselves_and_search_chinese_words(books):
     index = (html / "zh" / "searchindex.js").read_text(encoding="utf-8")
     for word in ("注意力", "自注意力", "多头注意力", "位置编码", "束搜索", "标签平滑", "掩码"):
         assert json.dumps(word) in index or f'"{word}"' in index, f"the Chinese search index has no entry for {word}"
+
+
+#: Interface strings of the theme and the extensions, as the English edition shows them: none may reach a
+#: reader of the Chinese edition (the translations: locales/zh_CN/LC_MESSAGES/interface/, attnbook.book.interface).
+ENGLISH_INTERFACE = (
+    "Search this book...",
+    "Click to show",
+    "Click to hide",
+    "Print to PDF",
+    "Fullscreen mode",
+    "Download this page",
+    "Download source file",
+    "Source repositories",
+    ">Repository<",
+    ">Open issue<",
+    "Launch interactive content",
+    "Launch on",
+    "Color mode",
+    "System Settings",
+    "Toggle primary sidebar",
+    "Toggle secondary sidebar",
+    "Link to this heading",
+    "© Copyright",
+    "The Attention, Step by Step authors",
+    "Solution to",
+)
+#: What the Chinese edition must not say instead: the theme's Taiwanese "print" (列印), "作者：" before the
+#: author, and sphinx-exercise's English word order in a title ("解答 练习 0.1 (…)", "练习 0.1  (…)").
+NOT_CHINESE = ("列印", "作者：")
+ENGLISH_ORDER = re.compile(r"解答\s*练习|练习 [\d.]+\s+\(")
+
+
+def _pages(html: Path) -> list[Path]:
+    return [p for p in html.rglob("*.html") if "_static" not in p.parts]
+
+
+def _text(page: Path) -> str:
+    """A page's text as a reader sees it: no scripts, styles or tags, entities decoded."""
+    from html import unescape
+
+    text = re.sub(r"<(script|style)\b.*?</\1>", "", page.read_text(encoding="utf-8"), flags=re.S)
+    return unescape(re.sub(r"<[^>]+>", "", text))
+
+
+@pytest.mark.slow
+def test_the_chinese_site_speaks_chinese(books):
+    html = books[0]
+    english = (html / "notebooks" / "00_tensors.html").read_text(encoding="utf-8")
+    missing = [s for s in ENGLISH_INTERFACE if s not in english]
+    assert not missing, f"the English edition no longer shows {missing}: the list must follow the theme"
+    pages = _pages(html / "zh")
+    assert len(pages) > 20
+    for page in pages:
+        where = f"zh/{page.relative_to(html / 'zh')}"
+        shown = [s for s in ENGLISH_INTERFACE if s in page.read_text(encoding="utf-8")]
+        assert not shown, f"{where} shows the interface in English: {shown}"
+        text = _text(page)
+        wrong = [s for s in NOT_CHINESE if s in text] + ENGLISH_ORDER.findall(text)
+        assert not wrong, f"{where} reads {wrong}"
+    chapter = html / "zh" / "notebooks" / "00_tensors.html"
+    text = _text(chapter)
+    assert "练习 0.1（永不溢出的 log-softmax）" in text, "an exercise's title: its number, its own title in （）"
+    assert "练习 0.1 的解答" in text, "a solution's title: 练习 0.1 的解答"
+    assert "打印为 PDF" in chapter.read_text(encoding="utf-8")
+    assert "《一步一步学注意力》作者团队" in text
+
+
+def _index_terms(html: Path) -> tuple[dict, list[str]]:
+    index = (html / "searchindex.js").read_text(encoding="utf-8")
+    data = json.loads(index[index.index("(") + 1 : index.rindex(")")])
+    terms: dict[str, set[str]] = {}
+    for table in ("terms", "titleterms"):
+        for word, pages in data[table].items():
+            pages = [pages] if isinstance(pages, int) else pages
+            terms.setdefault(word, set()).update(data["docnames"][i] for i in pages)
+    return terms, data["docnames"]
+
+
+@pytest.mark.slow
+def test_the_chinese_search_finds_the_books_terms(books):
+    terms, _ = _index_terms(books[0] / "zh")
+    expected = {
+        "困惑度": "notebooks/10_the_decoder_alone",
+        "注意力汇聚": "notebooks/03_attention",
+        "检查函数": "notebooks/00_tensors",
+        "位置编码": "notebooks/06_positional_encoding",
+    }
+    for word, page in expected.items():
+        assert page in terms.get(word, set()), (
+            f"a search for {word} does not find {page}: {sorted(terms.get(word, []))}"
+        )
+
+
+def _section_anchors(page: Path) -> list[str]:
+    """The anchors of a page's sections that have a heading, in order."""
+    return re.findall(r'<section[^>]*\bid="([^"]+)"[^>]*>\s*<h[1-6]', page.read_text(encoding="utf-8"))
+
+
+@pytest.mark.slow
+def test_chinese_sections_have_the_english_sections_anchors(books):
+    html = books[0]
+    pages = [p for p in _pages(html / "zh") if p.name not in ("search.html", "genindex.html", "index.html")]
+    compared = 0
+    for page in pages:
+        relative = page.relative_to(html / "zh")
+        anchors = _section_anchors(page)
+        drawn = [a for a in anchors if re.fullmatch(r"id\d+", a)]
+        assert not drawn, f"zh/{relative} has numbered section anchors {drawn}, which move when a heading is added"
+        assert anchors == _section_anchors(html / relative), f"zh/{relative}'s section anchors are not the English ones"
+        compared += len(anchors)
+    assert compared > 150, f"only {compared} section anchors compared"
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")

@@ -73,6 +73,14 @@ def root() -> Path:
     return book_root()
 
 
+def english_book(source: Path, edition: str) -> Path:
+    """The English book's folder, seen from the source folder of a build of ``edition``: ``zh/`` gives ``.``.
+
+    ``edition`` is the edition's folder below the English book ("" for the English book itself).
+    """
+    return Path(source).parents[edition.count("/")] if edition else Path(source)
+
+
 # --- passages ---------------------------------------------------------------
 
 
@@ -283,12 +291,13 @@ def documents(base: Path) -> list[Document]:
 
 
 def toc_texts(base: Path) -> list[str]:
-    """The words of the book outside its pages: the title and the parts' captions."""
+    """The words of the book outside its pages: the title, the author line and the parts' captions."""
     import yaml
 
     config = yaml.safe_load((base / "_config.yml").read_text(encoding="utf-8"))
     toc = yaml.safe_load((base / "_toc.yml").read_text(encoding="utf-8"))
-    return [config["title"], *[part["caption"] for part in toc.get("parts", [])]]
+    author = [config["author"]] if config.get("author") else []
+    return [config["title"], *author, *[part["caption"] for part in toc.get("parts", [])]]
 
 
 # --- catalogues -------------------------------------------------------------
@@ -528,6 +537,8 @@ def edition_config(base: Path, strict: bool = True) -> tuple[str, str]:
     toc = yaml.safe_load((base / "_toc.yml").read_text(encoding="utf-8"))
     config = copy.deepcopy(config)
     config["title"] = translate(config["title"])
+    if config.get("author"):
+        config["author"] = translate(config["author"])
     config["bibtex_bibfiles"] = [f"../{p}" for p in config.get("bibtex_bibfiles", [])]
     config.setdefault("repository", {})["path_to_book"] = EDITION
     sphinx = config.setdefault("sphinx", {}).setdefault("config", {})

@@ -1,7 +1,7 @@
 """The glossary's terms: the (English, Chinese) pairs of ``book/glossary.md``.
 
 The Chinese edition checks its translations against them (:mod:`attnbook.book.edition`),
-and the Chinese search learns them as words (:mod:`attnbook.book.sphinx`).
+and the Chinese search learns them as words (:mod:`attnbook.book.search_words`).
 """
 
 from __future__ import annotations

@@ -3,9 +3,13 @@
 It numbers each chapter's exercises within the chapter, "Exercise 4.2" for the
 second exercise of ``notebooks/04_self_attention.ipynb``, whatever the chapters
 before it hold; it puts a link to the same page in the other edition (English,
-中文) at the top of every page; it teaches the Chinese search the glossary's
-terms; and it adds the book's style sheet (fonts for Chinese, code that wraps
-rather than runs off the page).
+中文) at the top of every page; it teaches the Chinese search the book's terms
+(:mod:`attnbook.book.search_words`); and it adds the book's style sheet (fonts
+for Chinese, code that wraps rather than runs off the page). In a translated
+edition it also gives the site's interface the edition's language
+(:mod:`attnbook.book.interface`), titles exercises and solutions in its word
+order (:mod:`attnbook.book.exercise_titles`), and gives each section the
+anchor of its English heading (:mod:`attnbook.book.anchors`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from attnbook.book.glossary import glossary_terms
+from attnbook.book import interface
+from attnbook.book.anchors import EnglishSectionAnchors
+from attnbook.book.edition import english_book
+from attnbook.book.exercise_titles import (
+    ExerciseTitles,
+    depart_exercise_caption,
+    exercise_caption,
+    visit_exercise_caption,
+)
+from attnbook.book.search_words import search_words
 
 __all__ = ["EDITIONS", "chapter_number", "number_exercises_by_chapter", "edition_link", "setup"]
 
@@ -83,18 +96,24 @@ def add_edition_switch(app, pagename, templatename, context, doctree) -> None:
 
 
 def search_dictionary(app, config) -> None:
-    """In the Chinese edition, teach the search's word splitter (jieba) the book's terms, from the glossary.
+    """In the Chinese edition, teach the search's word splitter (jieba) the book's terms.
 
     Sphinx's Chinese search index holds the words jieba cuts the text into; without the terms, 位置编码 is
-    indexed only as 位置 and 编码, and a reader's search for the term finds nothing.
+    indexed only as 位置 and 编码, and a reader's search for the term finds nothing. The terms are the
+    glossary's, the headings' and a reviewed list's (:func:`attnbook.book.search_words.search_words`).
     """
     if not config.attnbook_edition:
         return
-    terms = [zh for _, zh in glossary_terms(Path(app.srcdir).parent) if " " not in zh]
+    terms = search_words(english_book(Path(app.srcdir), config.attnbook_edition))
     path = Path(app.doctreedir) / "search_terms.txt"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f"{term} 100000 n\n" for term in terms), encoding="utf-8")
     config.html_search_options = {**(config.html_search_options or {}), "dict": str(path)}
+
+
+def site_interface(app, config) -> None:
+    """The interface of the edition's language (:func:`attnbook.book.interface.install`); English: nothing."""
+    interface.install(app, config, english_book(Path(app.srcdir), config.attnbook_edition))
 
 
 def _static_path(app) -> None:
@@ -108,6 +127,11 @@ def setup(app) -> dict:
     app.add_config_value("attnbook_edition", "", "html", types=[str])
     app.connect("builder-inited", _static_path)
     app.connect("config-inited", search_dictionary)
+    # Before sphinx-togglebutton writes its hints into the pages' scripts (default priority, 500).
+    app.connect("config-inited", site_interface, priority=400)
+    app.add_transform(EnglishSectionAnchors)
+    app.add_post_transform(ExerciseTitles)
+    app.add_node(exercise_caption, html=(visit_exercise_caption, depart_exercise_caption))
     app.connect("html-page-context", add_edition_switch)
     app.add_css_file("attnbook.css")
     return {"parallel_read_safe": True, "parallel_write_safe": True}
