@@ -93,3 +93,18 @@ def test_the_utilisation_counts_a_products_operations_and_says_its_share():
     assert peak > 0
     share, line = describe_utilisation(1e6, 2e3, 8e9)
     assert share == 0.25 and "model FLOP utilisation 25.0%" in line
+
+
+def test_the_peak_is_measured_once_a_process_and_within_its_seconds():
+    from attnbook.translate import utilisation
+    from attnbook.translate.utilisation import count_flops, peak_flops
+
+    cpu, product = torch.device("cpu"), 2 * 96**3
+    utilisation._PEAKS.clear()
+    # no time to spare: the product that warms up, then the two timed ones that a best needs at least
+    assert count_flops(lambda: peak_flops(cpu, torch.float32, size=96, repeats=5, seconds=0.0)) == 3 * product
+    # asked again in the same process, with as many threads: the measurement is not repeated
+    assert count_flops(lambda: peak_flops(cpu, torch.float32, size=96, repeats=5, seconds=0.0)) == 0
+    # time enough: every repeat
+    assert count_flops(lambda: peak_flops(cpu, torch.float32, size=97, repeats=4, seconds=1e9)) == 5 * 2 * 97**3
+    utilisation._PEAKS.clear()

@@ -289,16 +289,46 @@ def test_the_probe_times_the_steps_after_the_untimed_ones_and_leaves_the_random_
     assert SKIP_STEPS > 0
 
 
-def _pace(monkeypatch, passes: float) -> list:
-    """Let the probe measure the speed at which 10 minutes allow ``passes`` passes; return the probes' calls."""
-    calls = []
+def _probe_under(limit, readings):
+    from attnbook.translate.model import model_config
+    from attnbook.translate.tokens import RunTokens
+    from attnbook.translate.train import probe_seconds_per_step
 
-    def probe(settings, config, pairs, src_vocab, tgt_vocab, device):
+    settings = RunSettings(d_model=16, num_heads=2, num_layers=1, d_ff=32, batch_tokens=160, tokens="words")
+    pairs = generate_pairs(60, seed=3, max_len=8, alignments=False)
+    tokens = RunTokens.learn(pairs, settings, "en", "fr")
+    run_pairs = tokens.pairs(pairs)
+    src_vocab, tgt_vocab = tokens.vocabularies(run_pairs, settings)
+    config = model_config(settings, len(src_vocab), len(tgt_vocab))
+    clock = iter(readings)
+    return probe_seconds_per_step(
+        settings, config, run_pairs, src_vocab, tgt_vocab, torch.device("cpu"), clock=lambda: next(clock), limit=limit
+    )
+
+
+def test_a_probe_under_a_short_budget_stops_at_its_limit_with_what_it_has_timed():
+    # 2 s a step from the start, a limit of 3 s: the probe stops after its second step, still among the untimed
+    # ones, and every step so far is the estimate (clock: the start, then after steps 2 and later)
+    assert _probe_under(3.0, [0.0, 4.0]) == pytest.approx(2.0)
+    # past the untimed steps (read after each step from the second for the limit, and once more when the timing
+    # starts), the steps timed so far: 9 s for the five untimed ones, then 0.5 s a step for two steps
+    readings = [0.0] + [1.0, 1.5, 2.0] + [9.0, 9.0] + [9.5, 10.0]
+    assert _probe_under(10.0, readings) == pytest.approx(0.5)
+
+
+def _pace(monkeypatch, passes: float) -> list:
+    """Let the probe measure the speed at which 10 minutes allow ``passes`` passes; return the probes' calls (the
+    limits they were given: ``cmd_train.probe_seconds_per_step.limits``)."""
+    calls, limits = [], []
+
+    def probe(settings, config, pairs, src_vocab, tgt_vocab, device, limit=None):
         calls.append(settings)
+        limits.append(limit)
         lengths = PairDataset(pairs, src_vocab, tgt_vocab).lengths()
         steps_per_epoch = len(BucketBatchSampler(lengths, batch_tokens=settings.batch_tokens).batches(0))
         return 600 / (passes * steps_per_epoch)
 
+    probe.limits = limits
     monkeypatch.setattr(cmd_train, "probe_seconds_per_step", probe)
     return calls
 
@@ -315,6 +345,9 @@ def test_a_slow_processor_gets_the_few_passes_recipe_printed_recorded_and_resume
     status, out, err = run(["train", *common, "--out", tmp_path / "slow", "--minutes", 10, "--epochs", 3], capsys)
     assert status == 0, err
     assert len(calls) == 1 and calls[0].d_ff == RunSettings().d_ff  # timed with the default model
+    assert cmd_train.probe_seconds_per_step.limits == [
+        pytest.approx(600 * cmd_train.PROBE_SHARE)
+    ]  # timed for at most a share of the 10 minutes
     config = json.loads((tmp_path / "slow" / "config.json").read_text())
     recipe = config["recipe"]
     assert recipe["few_passes"] and recipe["changed"] == FEW_PASSES_RECIPE and recipe["kept"] == []

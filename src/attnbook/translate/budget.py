@@ -225,18 +225,25 @@ class Pace:
         self.started: float | None = None
         self.per_step: float | None = None  # the estimate in use
 
-    def _now(self) -> float:
+    def now(self) -> float:
+        """The clock, once the device has caught up."""
         self.sync()
         return self.clock()
 
+    def average(self, steps_done: int, now: float) -> float | None:
+        """Seconds per step over the steps timed so far (``now``: the clock read after the last), or ``None``
+        while the untimed first steps are still running."""
+        timed = steps_done - SKIP_STEPS
+        return (now - self.started) / timed if self.started is not None and timed > 0 else None
+
     def after_step(self, steps_done: int) -> float | None:
         if steps_done == SKIP_STEPS:
-            self.started = self._now()
+            self.started = self.now()
             return None
         timed = steps_done - SKIP_STEPS
         if self.started is None or timed <= 0 or timed % PROBE_STEPS:
             return None
-        average = (self._now() - self.started) / timed
+        average = self.average(steps_done, self.now())
         if self.per_step is None or abs(average / self.per_step - 1) > DRIFT:
             self.per_step = average
             return average

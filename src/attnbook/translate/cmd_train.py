@@ -163,6 +163,11 @@ def new_run(args: argparse.Namespace, out: Path, cluster: Cluster, console: Cons
     )
 
 
+#: The share of a time budget that timing the model's steps may take at most (a budget of seconds, say in a test
+#: or a first try, is then not spent measuring speed; a budget of minutes never reaches it).
+PROBE_SHARE = 0.25
+
+
 def fit_to_pace(
     settings: RunSettings,
     chosen: set[str],
@@ -176,7 +181,8 @@ def fit_to_pace(
 
     A few training steps of the model the settings make are timed
     (:func:`~attnbook.translate.train.probe_seconds_per_step`, on the first
-    process's clock for every process); the budget's plan at that speed
+    process's clock for every process, for at most :data:`PROBE_SHARE` of a
+    time budget); the budget's plan at that speed
     (:meth:`~attnbook.translate.budget.Budget.plan`) says how many passes it
     allows, and from :data:`FEW_PASSES_FROM` up to :data:`FEW_PASSES` passes the
     settings that ``chosen`` (the command line's) does not name follow
@@ -189,7 +195,8 @@ def fit_to_pace(
     if steps_per_epoch < 1:
         return settings, None
     config = model_config(settings, len(src_vocab), len(tgt_vocab))
-    per_step = probe_seconds_per_step(settings, config, train_pairs, src_vocab, tgt_vocab, cluster.device)
+    limit = budget.seconds * PROBE_SHARE if budget.seconds else None
+    per_step = probe_seconds_per_step(settings, config, train_pairs, src_vocab, tgt_vocab, cluster.device, limit=limit)
     (per_step,) = cluster.all_sum([per_step if cluster.is_first else 0.0])
     passes = budget.plan(Where(steps_per_epoch), per_step).epochs_allowed
     changes = few_passes_recipe(passes, chosen)

@@ -558,15 +558,21 @@ def probe_seconds_per_step(
     tgt_vocab: Vocab,
     device: torch.device,
     clock=time.monotonic,
+    limit: float | None = None,
 ) -> float:
     """Seconds a training step of this model takes here, timed on a model of its own, thrown away after.
 
     The loop's step (forward, the label-smoothed loss, backward, clipping,
     fused Adam) on the run's first batches, timed as
     :class:`~attnbook.translate.budget.Pace` times the run: after
-    ``SKIP_STEPS`` untimed steps, over the next ``PROBE_STEPS``. The random
-    state is left as it was, so the run trains as it would without the probe.
-    ``clock`` is injectable for tests.
+    ``SKIP_STEPS`` untimed steps, over the next ``PROBE_STEPS``. With a
+    ``limit`` (seconds; the command gives a share of a time budget), a probe
+    that reaches it after two steps or more stops there, with the steps timed
+    so far, or, if it is still among the untimed ones, every step so far, one-off
+    costs included (an overestimate, which can only lower the passes a budget
+    this short allows): a budget of seconds is never spent timing steps. The
+    random state is left as it was, so the run trains as it would without the
+    probe. ``clock`` is injectable for tests.
     """
     rng = torch.get_rng_state()
     try:
@@ -581,11 +587,16 @@ def probe_seconds_per_step(
         pace, estimate, done = Pace(sync=sync, clock=clock), None, 0
         batches = (collate([dataset[i] for i in indices]) for indices in order)
         model.train()
+        began = pace.now() if limit is not None else None
         while estimate is None:
             for ready in _ahead(batches, device):
                 training_step(model, model, optimizer, ready.on_device, ready.n_real, settings, autocast)
                 done += 1
                 estimate = pace.after_step(done)
+                if estimate is None and began is not None and done >= 2:
+                    now = pace.now()
+                    if now - began >= limit:
+                        estimate = pace.average(done, now) or (now - began) / done
                 if estimate is not None:
                     break
             else:  # fewer batches than the probe needs: go round again

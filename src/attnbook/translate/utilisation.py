@@ -35,31 +35,43 @@ def count_flops(run: Callable[[], None]) -> int:
     return int(counter.get_total_flops())
 
 
-def peak_flops(device: torch.device, dtype: torch.dtype, size: int | None = None, repeats: int = 5) -> float:
+def peak_flops(
+    device: torch.device, dtype: torch.dtype, size: int | None = None, repeats: int = 5, seconds: float = 1.0
+) -> float:
     """Floating-point operations a second of a ``size × size`` matrix product in ``dtype`` on ``device``: the best of
-    ``repeats``.
+    ``repeats``, or of those that fit in ``seconds`` (two at least).
 
     The best, not the median: a peak is what the device reaches, and a
     processor's clock or a neighbour's load can only slow a product down. The
     size is one that the device's fastest kernels are made for: 8192 on a GPU;
     2048 in float32 on a CPU, where a product of 1024 reached a quarter less on
     a two-core machine than the model's own larger products; 1024 in the other
-    dtypes, which a CPU without their instructions emulates, many times slower.
+    dtypes, which a CPU without their instructions emulates, many times slower
+    (there a product takes a second or more, and two are enough). A process
+    measures each device, dtype and thread count once: a sweep or a test that
+    trains several runs does not pay for the measurement again.
     """
     if size is None:
         size = 8192 if device.type == "cuda" else 2048 if dtype == torch.float32 else 1024
+    key = (str(device), dtype, size, torch.get_num_threads())
+    if key in _PEAKS:
+        return _PEAKS[key]
     a = torch.randn(size, size, device=device).to(dtype)
     b = torch.randn(size, size, device=device).to(dtype)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda *_: None)
     a @ b  # the first product chooses its kernel and warms the caches
     sync(device)
     times = []
-    for _ in range(repeats):
+    while len(times) < repeats and (len(times) < 2 or sum(times) < seconds):
         start = time.perf_counter()
         a @ b
         sync(device)
         times.append(time.perf_counter() - start)
-    return 2 * size**3 / min(times)
+    _PEAKS[key] = 2 * size**3 / min(times)
+    return _PEAKS[key]
+
+
+_PEAKS: dict = {}  # (device, dtype, size, threads) -> the peak measured in this process
 
 
 def describe_utilisation(flops_per_token: float, tokens_per_second: float, peak: float) -> tuple[float, str]:
