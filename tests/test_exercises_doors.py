@@ -44,6 +44,7 @@ from attnbook.exercises import (
     compare,
 )
 from attnbook.exercises import checking as checking_module
+from attnbook.exercises.copies import book_copies
 
 for _module in pkgutil.iter_modules(exercises.__path__):
     importlib.import_module(f"attnbook.exercises.{_module.name}")
@@ -56,9 +57,10 @@ def _chapter(name: str) -> str:
     return CHECKERS[name].reference.__module__.rsplit(".", 1)[-1][:4]
 
 
-def _notebook_solutions() -> dict:
+def _notebook_solutions(own: bool = False) -> dict:
     """Each checker's solution as the notebook writes it (its solution cell's definitions, with the notebook's
-    imports), compiled here as a learner's cell would be: the honest answer in the book's own style."""
+    imports), compiled here as a learner's cell would be. ``own``: each function with a statement of its own added
+    first (``_mine = None``), the book's style in a learner's own code, which is not a copy of the cell."""
     found = {}
     for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
         cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
@@ -87,6 +89,10 @@ def _notebook_solutions() -> dict:
             if not checked:
                 continue
             keep = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom))]
+            for node in keep if own else ():
+                if isinstance(node, ast.FunctionDef):
+                    node.body.insert(0, ast.parse("_mine = None").body[0])
+            ast.fix_missing_locations(tree)
             module = ast.Module(body=imports + keep, type_ignores=[])
             namespace: dict = {"__name__": f"notebook_{path.stem}"}
             exec(compile(module, f"<notebook {path.name}>", "exec"), namespace)
@@ -115,6 +121,7 @@ def _in_float64(fn):
 
 
 SOLUTIONS = _notebook_solutions()
+OWN = _notebook_solutions(own=True)
 
 
 def _right_on_every_case(name, fn):
@@ -139,9 +146,20 @@ def test_every_checker_has_its_notebook_solution():
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_the_notebook_solution_compiled_as_a_learners_cell_passes(name):
+def test_the_notebook_solution_submitted_is_the_books_and_the_same_code_of_ones_own_passes(name):
+    _right_on_every_case(name, SOLUTIONS[name])
     result = CHECKERS[name](SOLUTIONS[name])
+    if book_copies(name):  # a copy of the cell folded under the exercise: right, and no tick
+        assert not result.passed and result.mistake == SOLUTION_MISTAKE, result.message
+        assert "the book's solution" in result.message and "no tick" in result.message, result.message
+    else:  # a one-line answer anyone might write letter for letter: a learner's too
+        assert result.passed, result.message
+    result = CHECKERS[name](OWN[name])
     assert result.passed, result.message
+
+
+def test_most_solution_cells_are_known_when_copied():
+    assert sum(bool(book_copies(name)) for name in NAMES) >= len(NAMES) - 4
 
 
 def _numbers_as(convert):
@@ -190,7 +208,7 @@ NUMBERS = sorted(
 @pytest.mark.parametrize("name", NUMBERS)
 @pytest.mark.parametrize("convert", [_as_numpy, _as_tensor, _as_python], ids=["numpy", "0-d tensor", "python"])
 def test_a_number_is_a_number_whatever_its_type(name, convert):
-    fn = _numbers_as(convert)(SOLUTIONS[name])
+    fn = _numbers_as(convert)(OWN[name])
     _right_on_every_case(name, fn)
     result = CHECKERS[name](fn)
     assert result.passed, result.message

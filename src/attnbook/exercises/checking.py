@@ -11,8 +11,9 @@ from typing import Any, Callable
 
 from . import answers, reporting, watching
 from .answers import THREADS, refusing
+from .copies import book_copies
 from .reporting import _short, compare
-from .watching import Record, Refusals, _is_library, kind_of, watch
+from .watching import BOOK, Record, Refusals, _is_library, kind_of, watch
 
 __all__ = [
     "Case",
@@ -175,7 +176,7 @@ class Checker:
         self.atol = atol
         self.rtol = rtol
         self.forbidden = refusing(forbidden or {}, *refuses, THREADS)
-        self.refusals = Refusals(self.forbidden)  # fails at import time on a misspelt name
+        self.refusals = Refusals(self.forbidden, copies=book_copies(name))  # fails at import on a misspelt name
         self.loop_free = loop_free
         self.looped = looped
         self.requirements = list(requirements or [])
@@ -332,7 +333,7 @@ class Checker:
                 )
             problem = compare(expected, got, self.atol, self.rtol)
             if problem is None:
-                solution += [(case, called) for called, answer in record.hits if answer == watching.SOLUTION]
+                solution += [(case, called, answer) for called, answer in record.hits if kind_of(answer) == "solution"]
                 continue
             lines = [
                 f"✗ {self.name}, case '{case.name}':",
@@ -394,7 +395,17 @@ class Checker:
             THREAD_MISTAKE,
         )
 
-    def _solution_used(self, case: Case, called: str) -> CheckResult:
+    def _solution_used(self, case: Case, called: str, answer: str) -> CheckResult:
+        if answer == BOOK:
+            return CheckResult(
+                False,
+                f"○ {self.name}: this is the book's solution (`{called}` is the cell folded under the exercise, or a "
+                f"copy of it). It passes all {len(self.cases)} cases, and it earns no tick: the tick is for your own "
+                "code. Write yours in the cell under the exercise and check it there.\n"
+                f"  This is the mistake '{SOLUTION_MISTAKE}'.",
+                case.name,
+                SOLUTION_MISTAKE,
+            )
         return CheckResult(
             False,
             f"✗ {self.name}, case '{case.name}': it ran the checker's own solution (`{called}`), or a copy of it. "

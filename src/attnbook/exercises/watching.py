@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 
 from .answers import KINDS
 
-__all__ = ["Refusals", "Record", "watch", "fingerprint", "kind_of", "SOLUTION"]
+__all__ = ["Refusals", "Record", "watch", "fingerprint", "kind_of", "SOLUTION", "BOOK"]
 
 #: The answer a hit names when the learner's function ran the checker's own solution (or a planted mistake).
 SOLUTION = "the checker's own solution"
+#: The answer a hit names when the learner's function is (or runs) a copy of the notebook's solution cell.
+BOOK = "the book's solution"
 
 _OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: set on a function's code, never on a module's or a class body's
 
@@ -44,7 +46,7 @@ _PROCESS_EVENTS = frozenset(
 
 def kind_of(answer: str) -> str:
     """``"thread"``, ``"process"``, ``"solution"`` or ``"library"``: what a refused answer is, for the message."""
-    if answer == SOLUTION:
+    if answer in (SOLUTION, BOOK):
         return "solution"
     if answer in _PROCESS_EVENTS:
         return "process"
@@ -107,9 +109,6 @@ def _package_folder(dotted: str) -> str | None:
 def _functions_of(obj) -> list:
     """The Python functions whose code objects say "this is ``obj`` running": a function, a bound method,
     a ``functools.partial``, a class (every function its own body defines), or a property."""
-    import functools
-    import types
-
     if isinstance(obj, functools.partial):
         return _functions_of(obj.func)
     if isinstance(obj, (types.MethodType, classmethod, staticmethod)):
@@ -142,8 +141,6 @@ def _op_name(func) -> str | None:
     qualified = getattr(func, "_qualified_op_name", None)  # an OpOverloadPacket
     if qualified is not None:
         return qualified
-    import types
-
     if isinstance(func, (types.FunctionType, types.MethodType, type)):
         return None
     name = getattr(func, "__name__", None)  # a binding generated from the operator: torch.x, Tensor.x, torch._C._nn.x
@@ -157,11 +154,11 @@ class Refusals:
     Built from dotted names (``"torch.nn.functional.scaled_dot_product_attention"``,
     ``"torch.ops.aten._log_softmax"``, ``"attnbook.positional.rotation_for_offset"``, ``"torch.nn.GRUCell"``)
     or, for a whole package, its name with a trailing ``.*`` (``"d2l.*"``, ``"sacrebleu.*"``), which is not
-    imported. The name is what a message calls the packaged answer. :meth:`intact` says whether the tables
-    are still what they were built as.
+    imported. The name is what a message calls the packaged answer; ``copies`` adds fingerprints of code known by
+    what it does only (the book's solution: :data:`BOOK`). :meth:`intact` says whether the tables are unchanged.
     """
 
-    def __init__(self, names) -> None:
+    def __init__(self, names, copies: dict | None = None) -> None:
         self.names = list(names)
         self.codes: dict = {}
         self.prints: dict = {}
@@ -194,6 +191,7 @@ class Refusals:
                 self.ops.setdefault(op, dotted)
             if not functions and op is None:
                 raise ValueError(f"cannot refuse {dotted!r}: it is neither Python code nor a PyTorch operator")
+        self.prints.update(copies or {})
         self._seen: dict = {}
         self._seal = self._tables()
 
@@ -212,7 +210,7 @@ class Refusals:
         return self._tables() == self._seal
 
     def __bool__(self) -> bool:
-        return bool(self.names)
+        return bool(self.names or self.prints)
 
     def code(self, code) -> str | None:
         """The refused name that ``code`` runs (or is a copy of), or ``None``."""
