@@ -396,13 +396,12 @@ class Checker:
         )
 
     def _solution_used(self, case: Case, called: str, answer: str) -> CheckResult:
-        if answer == BOOK:
+        if answer == BOOK:  # the verdict a solution cell shows in the book: right, and not the learner's
             return CheckResult(
                 False,
-                f"○ {self.name}: this is the book's solution (`{called}` is the cell folded under the exercise, or a "
-                f"copy of it). It passes all {len(self.cases)} cases, and it earns no tick: the tick is for your own "
-                "code. Write yours in the cell under the exercise and check it there.\n"
-                f"  This is the mistake '{SOLUTION_MISTAKE}'.",
+                f"○ {self.name}: this is the book's solution (the cell folded under the exercise), or a copy of it: "
+                f"it passes all {len(self.cases)} cases, and earns no tick, which is kept for code of your own. "
+                "Write yours in the cell under the exercise and check it there.",
                 case.name,
                 SOLUTION_MISTAKE,
             )
