@@ -6,7 +6,9 @@ syntax. These measures watch what the learner's function does:
 - :func:`count_projections` counts the projections a function computes (chapter 8: the memory's keys and values
   projected once, the queries one position at a time), by following which inputs each tensor was computed from;
 - :func:`state_size` counts the numbers a state holds, whatever holds them (chapter 9: a recurrent step's state
-  must not grow with the sequence).
+  must not grow with the sequence);
+- :func:`shapes_made` lists the shapes of the tensors a function's operations make (chapter 6: a rotation computed
+  pair by pair builds no d x d matrix).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import types
 import numpy as np
 import torch
 
-__all__ = ["count_projections", "state_size"]
+__all__ = ["count_projections", "state_size", "shapes_made"]
 
 
 def _meets(labels: list[set], data: str, weights: set[str]) -> bool:
@@ -60,6 +62,25 @@ def count_projections(fn, args, named: dict, projections: dict) -> dict[str, int
     with torch.no_grad(), Labels():
         fn(*args)
     return counts
+
+
+def shapes_made(fn, args) -> list[tuple[int, ...]]:
+    """The shapes of the tensors that the PyTorch operations of ``fn(*args)`` return, in the order they are made
+    (factories such as ``zeros`` and ``eye`` included; views too, since a view of a matrix is that matrix)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    shapes: list[tuple[int, ...]] = []
+
+    class Shapes(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            shapes.extend(tuple(t.shape) for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
+            return out
+
+    with torch.no_grad(), Shapes():
+        fn(*args)
+    return shapes
 
 
 def state_size(state, seen=None) -> int:
