@@ -129,7 +129,12 @@ def test_every_exercise_has_a_folded_solution_and_checkers_pass(path):
         assert code, f"solution {label} runs code"
         for cell in code:
             if "check_" in cell.source:
-                assert any("✓" in _text_of(o) for o in cell.outputs), f"solution {label}: its checker did not pass"
+                # a pass, or (a copy of the book's solution earns no tick) the verdict that it is right on every case
+                verdicts = [_text_of(o) for o in cell.outputs]
+                assert any(
+                    "✓" in v or ("the book's solution" in v and re.search(r"it passes all \d+ cases", v))
+                    for v in verdicts
+                ), f"solution {label}: its checker did not pass"
                 checked += 1
     assert checked >= 2, "at least two exercises per chapter are coding exercises whose solution passes a checker"
 
