@@ -345,9 +345,9 @@ def test_a_slow_processor_gets_the_few_passes_recipe_printed_recorded_and_resume
     status, out, err = run(["train", *common, "--out", tmp_path / "slow", "--minutes", 10, "--epochs", 3], capsys)
     assert status == 0, err
     assert len(calls) == 1 and calls[0].d_ff == RunSettings().d_ff  # timed with the default model
-    assert cmd_train.probe_seconds_per_step.limits == [
-        pytest.approx(600 * cmd_train.PROBE_SHARE)
-    ]  # timed for at most a share of the 10 minutes
+    # not a duration: the limit the probe was given, a share of the 10 minutes, passed on and read back
+    limits = cmd_train.probe_seconds_per_step.limits
+    assert limits == [pytest.approx(600 * cmd_train.PROBE_SHARE)]
     config = json.loads((tmp_path / "slow" / "config.json").read_text())
     recipe = config["recipe"]
     assert recipe["few_passes"] and recipe["changed"] == FEW_PASSES_RECIPE and recipe["kept"] == []
