@@ -211,18 +211,30 @@ def _pick_device(device: str | None) -> str:
         ) from None
 
 
-def setup(seed: int = 0, threads: int = DEFAULT_THREADS, device: str | None = None, figures: bool = True) -> Setup:
+def setup(
+    seed: int = 0,
+    threads: int = DEFAULT_THREADS,
+    device: str | None = None,
+    figures: bool = True,
+    language: str | None = None,
+) -> Setup:
     """Seed everything, fix the thread count, pick the device, set figure defaults.
 
     ``device`` is ``"cpu"`` unless asked otherwise (argument, or the environment
     variable ``ATTNBOOK_DEVICE``); ``"auto"`` takes a GPU when there is one.
     The CPU is the default so that the stored outputs are reproduced exactly.
+    ``language`` is the language of the exercises' checkers: the Chinese edition's
+    notebooks pass ``"zh"``; left out, it stays what it was (``ATTNBOOK_LANGUAGE``, else English).
     """
     import numpy as np
     import torch
 
+    from attnbook.language import set_language
+
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
+    if language is not None:
+        set_language(language)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

@@ -88,9 +88,14 @@ def badge_markdown(notebook: str | Path, root: Path | None = None, folder: str =
     return f"[![Open In Colab]({BADGE_IMAGE})]({colab_url(notebook, root, folder)})"
 
 
-def setup_cell_source(root: Path | None = None) -> str:
-    """The first code cell of every notebook (hidden in the book)."""
+def setup_cell_source(root: Path | None = None, language: str | None = None) -> str:
+    """The first code cell of every notebook (hidden in the book).
+
+    ``language`` is the Chinese edition's ``"zh"``: its notebooks call ``setup(language="zh")``, so that the
+    checkers of the exercises speak Chinese (:mod:`attnbook.language`); the English ones call ``setup()``.
+    """
     url, branch = repository(root)
+    call = "setup()" if language is None else f'setup(language="{language}")'
     return (
         "# Setup, hidden in the book. In Colab: install the course library and d2l.\n"
         "import sys\n"
@@ -101,5 +106,5 @@ def setup_cell_source(root: Path | None = None) -> str:
         "\n"
         "from attnbook.notebook import setup\n"
         "\n"
-        "setup()"
+        f"{call}"
     )

@@ -39,6 +39,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnbook.book import feedback
 from attnbook.book.config import badge_markdown, book_root
 from attnbook.book.glossary import glossary_terms
 
@@ -374,6 +375,7 @@ def update(base: Path, similarity: float = 0.6) -> dict[str, Counter]:
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             _write(path, text)
         report[document.source] = counts
+    report[feedback.DOCUMENT] = feedback.update(base)  # what the exercises' checkers print
     return report
 
 
@@ -469,6 +471,8 @@ def check(base: Path) -> dict[str, list[str]]:
             problems += [f"{document.source}: {p}" for p in first_use_problems(ordered, terms)]
         if problems:
             found[document.source] = problems
+    if feedback_problems := feedback.check(base, term_problems):  # what the exercises' checkers print
+        found[feedback.DOCUMENT] = feedback_problems
     return found
 
 
@@ -524,6 +528,7 @@ def edition_notebook(document: Document, base: Path, strict: bool = True) -> str
         if cell.cell_type == "markdown":
             text = translate_text(cell.source, translate)
             cell.source = "\n".join(badge if _BADGE.match(line) else line for line in text.split("\n"))
+    feedback.localize_notebook(nb, base, document.source, strict)  # setup(language="zh"); the checkers' outputs
     nb.metadata["language"] = LANGUAGE
     return nbformat.writes(nb) + "\n"
 
@@ -577,6 +582,8 @@ def edition_files(base: Path, strict: bool = True) -> dict[Path, str]:
 def build(base: Path, strict: bool = True) -> list[Path]:
     """Write the Chinese book under ``zh/``; returns the files that changed."""
     changed = []
+    if feedback.compile_catalogue(base):  # the checkers' messages, shipped with the library
+        changed.append(feedback.compiled_path(base))
     for relative, text in edition_files(base, strict).items():
         path = base / EDITION / relative
         if not path.is_file() or path.read_text(encoding="utf-8") != text:

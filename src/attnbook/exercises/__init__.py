@@ -23,9 +23,11 @@ Four threads of the watch go beyond the packaged answer: work handed to another 
 function under a new code object is known by its bytecode; and the watch watches itself, reporting a hook, a mode
 or a table switched off or changed as :data:`WATCH_MISTAKE`.
 
-The machinery is split by job: :mod:`.checking` runs the cases and words the verdict, :mod:`.watching` watches a
-call, :mod:`.measuring` measures the requirements stated as work or memory (a cache, a state of fixed size),
-:mod:`.reporting` compares and prints numbers, :mod:`.answers` names the packaged answers.
+The machinery is split by job: :mod:`.checking` runs the cases and gives the verdict, :mod:`.verdicts` words it,
+:mod:`.watching` watches a call, :mod:`.measuring` measures the requirements stated as work or memory (a cache, a
+state of fixed size), :mod:`.reporting` compares and prints numbers, :mod:`.answers` names the packaged answers, and
+:mod:`.wording` says every message in the reader's language (:mod:`attnbook.language`: English, or Chinese in the
+Chinese edition, whose notebooks call ``setup(language="zh")``).
 
 Each chapter's checkers live in the module named after the chapter's notebook,
 for example ``attnbook.exercises.ch00_tensors`` for ``notebooks/00_tensors.ipynb``; a checker too long to share

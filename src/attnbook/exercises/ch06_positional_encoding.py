@@ -9,6 +9,7 @@ import torch
 from ..positional import SinusoidalPositionalEncoding, rotation_for_offset, sinusoid_frequencies, sinusoidal_table
 from . import Case, Checker, Mistake
 from .measuring import shapes_made
+from .wording import Template, say, words
 
 __all__ = [
     "check_sinusoid_table_by_hand",
@@ -151,6 +152,15 @@ def _rotate_with_matrices(x, positions):
     return torch.einsum("tij,btj->bti", turns, x)
 
 
+_SQUARE = words("a d x d matrix built", "mistake")
+_SQUARE_BUILT = Template(
+    "the answers are right, but for d = {d} your function built a tensor of shape {shape}: a d x d matrix, the d² "
+    "numbers the exercise asks you to do without. Turn each pair (2i, 2i + 1) by its own angle with its sine and "
+    "cosine: 2d multiplications instead of d².",
+    "requirement",
+)
+
+
 def _no_d_by_d_matrix(fn):
     """The text's requirement: no d x d matrix, whatever builds it (``rotation_for_offset`` is refused by name;
     ``block_diag`` of the 2 x 2 blocks, ``eye``, an einsum into one are not, and are found here by their shape)."""
@@ -158,12 +168,7 @@ def _no_d_by_d_matrix(fn):
     x = torch.randn(B, T, d, generator=torch.Generator().manual_seed(62), dtype=torch.float64)
     square = [shape for shape in shapes_made(fn, (x, torch.arange(T))) if shape.count(d) >= 2]
     if square:
-        return (
-            "a d x d matrix built",
-            f"the answers are right, but for d = {d} your function built a tensor of shape {square[0]}: a d x d "
-            "matrix, the d² numbers the exercise asks you to do without. Turn each pair (2i, 2i + 1) by its own "
-            "angle with its sine and cosine: 2d multiplications instead of d².",
-        )
+        return (_SQUARE, say(_SQUARE_BUILT, d=d, shape=square[0]))
     return None
 
 

@@ -13,6 +13,7 @@ import torch
 
 from . import FUSED_ATTENTION, Case, Checker, Mistake, seeded_randn
 from .measuring import count_projections
+from .wording import Template, say
 
 __all__ = ["check_cross_attention_steps"]
 
@@ -106,22 +107,38 @@ def _projections(fn, T):
     )
 
 
+_MEMORY_AGAIN = Template(
+    "the memory was projected {few} times for 2 target positions and {many} times for 6: {why}",
+    "requirement",
+    why="explanation",
+)
+_TARGET_FEWER = Template(
+    "the target's queries were projected {times} for 2 positions and {many} for 6: {why}",
+    "requirement",
+    times="times",
+    why="explanation",
+)
+_TARGET_SAME = Template(
+    "the target's queries were projected {times}, whether it had 2 positions or 6: {why}",
+    "requirement",
+    times="times",
+    why="explanation",
+)
+_ONE_TIME = Template("1 time", "times")
+_TIMES = Template("{count} times", "times")
+
+
 def _uses_its_cache(fn):
     """The memory's keys and values are projected once, whatever the target length; the queries one at a time."""
     few, many = _projections(fn, 2), _projections(fn, 6)
     if many["memory"] > few["memory"]:
-        return (
-            "keys and values projected at every step",
-            f"the memory was projected {few['memory']} times for 2 target positions and {many['memory']} times "
-            f"for 6: {_NO_CACHE}",
-        )
+        memory = say(_MEMORY_AGAIN, few=few["memory"], many=many["memory"], why=_NO_CACHE)
+        return ("keys and values projected at every step", memory)
     if many["target"] <= few["target"]:
-        times = f"{few['target']} time{'s' if few['target'] != 1 else ''}"
-        if many["target"] != few["target"]:
-            times += f" for 2 positions and {many['target']} for 6"
-        else:
-            times += ", whether it had 2 positions or 6"
-        return ("the whole target at once", f"the target's queries were projected {times}: {_ALL_AT_ONCE}")
+        times = _ONE_TIME if few["target"] == 1 else _TIMES.format(count=few["target"])
+        fewer = many["target"] != few["target"]
+        said = dict(times=times, many=many["target"], why=_ALL_AT_ONCE)
+        return ("the whole target at once", say(_TARGET_FEWER if fewer else _TARGET_SAME, **said))
     return None
 
 

@@ -14,6 +14,7 @@ import torch
 
 from . import Case, Checker, Mistake, seeded_randn
 from .measuring import state_size
+from .wording import Template, say
 
 __all__ = ["check_fastformer_step"]
 
@@ -114,6 +115,12 @@ def _fs_scale_d(layer, x_t, state):
     return _fastformer_step(layer, x_t, state, scale_by=layer.d_model)
 
 
+#: The parts of the result the checker compares, and the error of a step that returns no pair.
+_OUTPUTS = Template("outputs", "key")
+_GROWS = Template("state grows with the length", "key")
+_NO_PAIR = Template("{name} must return a pair (output, state), got {kind}", "error")
+
+
 class _StepChecker(Checker):
     """Runs a step function ``fn(layer, x_t, state) -> (output_t, state)`` over a whole sequence.
 
@@ -132,11 +139,11 @@ class _StepChecker(Checker):
                 if result is None:
                     return None
                 if not isinstance(result, tuple) or len(result) != 2:
-                    raise TypeError(f"{self.name} must return a pair (output, state), got {type(result).__name__}")
+                    raise TypeError(say(_NO_PAIR, name=self.name, kind=type(result).__name__))
                 out, state = result
                 outputs.append(out)
                 sizes.append(state_size((state, fn, layer)))  # what the state holds, and whatever else may hold it
-        return {"outputs": torch.stack(outputs, dim=1), "state grows with the length": sizes[-1] > sizes[1]}
+        return {say(_OUTPUTS): torch.stack(outputs, dim=1), say(_GROWS): sizes[-1] > sizes[1]}
 
 
 def _layer(d, H, seed, att_scale=1.0):

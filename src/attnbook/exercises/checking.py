@@ -10,10 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import answers, reporting, watching
+from . import verdicts as said
 from .answers import THREADS, refusing
 from .copies import book_copies
 from .reporting import _short, compare
+from .verdicts import LIBRARY_MISTAKE, LOOP_MISTAKE, NOT_ATTEMPTED, SOLUTION_MISTAKE, THREAD_MISTAKE, WATCH_MISTAKE
 from .watching import BOOK, Record, Refusals, _is_library, kind_of, watch
+from .wording import english, say
 
 __all__ = [
     "Case",
@@ -31,14 +34,7 @@ __all__ = [
     "WATCH_MISTAKE",
 ]
 
-#: The words that start a checker's answer to a stub (``...``, ``return None`` or
-#: ``raise NotImplementedError``): an attempt cell stores this message, never a traceback.
-NOT_ATTEMPTED = "not attempted yet"
-
 _REGISTRY: dict[str, "Checker"] = {}
-
-#: The mistake a checker reports when the learner's function called a packaged version of the answer.
-LIBRARY_MISTAKE = "the packaged answer called"
 
 
 def registry() -> dict[str, "Checker"]:
@@ -98,19 +94,6 @@ class CheckResult:
 
 class ForbiddenCall(RuntimeError):
     """Kept for code that catches it; the checkers now record a refused call instead of raising."""
-
-
-#: The mistake a checker reports when the learner's function ran a Python loop the exercise rules out.
-LOOP_MISTAKE = "a Python loop"
-
-#: The mistake a checker reports when the learner's function handed work to another thread or process.
-THREAD_MISTAKE = "work in another thread or process"
-
-#: The mistake a checker reports when the learner's function ran the checker's own solution (or a copy of it).
-SOLUTION_MISTAKE = "the checker's own solution called"
-
-#: What a checker reports when its own watch was switched off or changed while the learner's function ran.
-WATCH_MISTAKE = "the checker's watch changed"
 
 
 class Checker:
@@ -209,21 +192,14 @@ class Checker:
 
     def _library_used(self, case: Case, hits: list[tuple[str, str]]) -> CheckResult:
         called, answer = hits[0]
+        said_as = dict(name=self.name, case=case.name, called=called, answer=answer, mistake=LIBRARY_MISTAKE)
         if answer == "torch.nn.Module.__init__":
-            why = f"it built a PyTorch module (`{called}`). This exercise asks for a number worked out on paper: "
-            why += "count with arithmetic, build no model"
+            message = say(said.BUILT_A_MODULE, **said_as)
         elif answer.endswith(".*"):  # a whole package
-            why = f"it called `{called}`, from `{answer[:-2]}`. This exercise asks you to write it: nothing from "
-            why += f"`{answer[:-2]}` is a tool here"
+            message = say(said.CALLED_FROM_PACKAGE, **said_as, package=answer[:-2])
         else:
-            why = f"it called `{called}`, which is `{answer}`" if called != answer else f"it called `{answer}`"
-            why += f". This exercise asks you to write it: `{answer}` is the answer, not a tool"
-        return CheckResult(
-            False,
-            f"✗ {self.name}, case '{case.name}': {why}; write it yourself.\n  This is the mistake '{LIBRARY_MISTAKE}'.",
-            case.name,
-            LIBRARY_MISTAKE,
-        )
+            message = say(said.CALLED_AS if called != answer else said.CALLED, **said_as)
+        return CheckResult(False, message, case.name, LIBRARY_MISTAKE)
 
     def steps(self, fn: Callable, n: int, record: Record | None = None) -> tuple[int, int]:
         """(operations dispatched, lines of the learner's own Python run) by ``fn`` on the case of size ``n``."""
@@ -243,25 +219,19 @@ class Checker:
             record.ops = record.lines = 0
             many = self.steps(fn, large, record)
         except Exception as err:
-            refused = self._refused(Case(f"{large} {what}"), record, own)
+            refused = self._refused(Case(english(said.LOOP_CASE, count=large, what=what)), record, own)
             if refused is not None:
                 return refused
-            return CheckResult(False, f"✗ {self.name}: on longer {what} it raised {type(err).__name__}: {err}")
-        refused = self._refused(Case(f"{large} {what}"), record, own)
+            error = dict(error=type(err).__name__, message=err)
+            return CheckResult(False, say(said.LOOP_RAISED, name=self.name, what=what, **error))
+        refused = self._refused(Case(english(said.LOOP_CASE, count=large, what=what)), record, own)
         if refused is not None:
             return refused
         if sum(many) <= sum(few) + 2:
             return None
-        return CheckResult(
-            False,
-            f"✗ {self.name}: the answers are right, but the work grows with the number of {what}: "
-            f"{few[0]} PyTorch operations and {few[1]} lines of your Python for {small} {what}, "
-            f"{many[0]} and {many[1]} for {large}. That is a Python loop over {what}, and the exercise asks "
-            "for none: let one tensor operation handle them all at once (broadcasting, a mask, gather, cumsum...).\n"
-            f"  This is the mistake '{LOOP_MISTAKE}'.",
-            None,
-            LOOP_MISTAKE,
-        )
+        counts = dict(few_ops=few[0], few_lines=few[1], small=small, many_ops=many[0], many_lines=many[1], large=large)
+        message = say(said.LOOP, name=self.name, what=what, **counts, mistake=LOOP_MISTAKE)
+        return CheckResult(False, message, None, LOOP_MISTAKE)
 
     def __call__(self, fn: Callable) -> CheckResult:
         return self._verdict(fn, own=False)
@@ -278,7 +248,7 @@ class Checker:
 
     def _verdict(self, fn: Callable, own: bool) -> CheckResult:
         if not callable(fn):
-            return CheckResult(False, f"✗ {self.name}: expected a function, got {type(fn).__name__}")
+            return CheckResult(False, say(said.NOT_A_FUNCTION, name=self.name, kind=type(fn).__name__))
         changed = self._changed()
         if changed:
             return self._tampered(changed)
@@ -297,9 +267,9 @@ class Checker:
             if found is not None:
                 mistake, message = found
                 return CheckResult(
-                    False, f"✗ {self.name}: {message}\n  This is the mistake '{mistake}'.", None, mistake
+                    False, say(said.UNMET, name=self.name, message=message, mistake=mistake), None, mistake
                 )
-        return CheckResult(True, f"✓ {self.name}: all {len(self.cases)} cases pass.")
+        return CheckResult(True, say(said.PASSED, name=self.name, count=len(self.cases)))
 
     def _cases(self, fn: Callable, own: bool) -> CheckResult | None:
         """The first case ``fn`` fails, as a verdict, or ``None`` when it passes them all."""
@@ -314,37 +284,25 @@ class Checker:
                 if refused is not None:  # a refused call, then an error on the way out
                     return refused
                 if isinstance(err, NotImplementedError) and _raised_by_the_learner(err):
-                    return self._not_attempted("it raised NotImplementedError", case.name)
-                return CheckResult(
-                    False,
-                    f"✗ {self.name}, case '{case.name}': it raised {type(err).__name__}: {err}{_where(err)}",
-                    case.name,
-                )
+                    return self._not_attempted(said.RAISED_NOT_IMPLEMENTED, case.name)
+                return CheckResult(False, _raised(self.name, case.name, err), case.name)
             refused = self._refused(case, record, own)
             if refused is not None:
                 return refused
             if got is None and expected is not None:
                 if number == 0:  # a stub whose body is `...` (or `pass`) returns None
-                    return self._not_attempted("it returned None", case.name)
-                return CheckResult(
-                    False,
-                    f"✗ {self.name}, case '{case.name}': it returned None; did a `return` go missing on some path?",
-                    case.name,
-                )
+                    return self._not_attempted(said.RETURNED_NOTHING, case.name)
+                return CheckResult(False, say(said.RETURNED_NONE, name=self.name, case=case.name), case.name)
             problem = compare(expected, got, self.atol, self.rtol)
             if problem is None:
                 solution += [(case, called, answer) for called, answer in record.hits if kind_of(answer) == "solution"]
                 continue
-            lines = [
-                f"✗ {self.name}, case '{case.name}':",
-                f"  {problem}",
-                f"  expected: {_short(expected)}",
-                f"  got:      {_short(got)}",
-            ]
+            shown = dict(name=self.name, case=case.name, problem=problem, expected=_short(expected), got=_short(got))
             mistake = self._diagnose(case, got)
-            if mistake is not None:
-                lines.append(f"  This is the mistake '{mistake.name}': {mistake.explanation}")
-            return CheckResult(False, "\n".join(lines), case.name, mistake.name if mistake else None)
+            if mistake is None:
+                return CheckResult(False, say(said.WRONG, **shown), case.name, None)
+            known = dict(mistake=mistake.name, explanation=mistake.explanation)
+            return CheckResult(False, say(said.WRONG_KNOWN, **shown, **known), case.name, mistake.name)
         if solution and not own:
             return self._solution_used(*solution[0])
         return None
@@ -366,61 +324,30 @@ class Checker:
         """What of the checker itself differs from what it was built as (its code, its tables, its settings)."""
         seal = _SEALS.get(id(self))
         if seal is None or _seal(self) != seal:
-            return ["the checker itself (a method, a setting or its table of refused answers) was changed"]
+            return [said.CHECKER_CHANGED]
         if not self.refusals.intact():
-            return ["the table of refused answers was changed"]
+            return [said.TABLE_CHANGED]
         return []
 
     def _tampered(self, what: list[str]) -> CheckResult:
-        return CheckResult(
-            False,
-            f"✗ {self.name}: the checker's own watch was changed while it checked ({'; '.join(what)}). That is a "
-            "mistake of the checker's run, not a verdict on your function: a function that switches the checker "
-            "off, or a cell that changes it, certifies nothing. Restart the kernel, run the cells again, and check "
-            f"your function as it is.\n  This is the mistake '{WATCH_MISTAKE}'.",
-            None,
-            WATCH_MISTAKE,
-        )
+        message = say(said.TAMPERED, name=self.name, what="; ".join(what), mistake=WATCH_MISTAKE)
+        return CheckResult(False, message, None, WATCH_MISTAKE)
 
     def _elsewhere(self, case: Case, hits: list[tuple[str, str]]) -> CheckResult:
         called, answer = hits[0]
-        where = "another process" if kind_of(answer) == "process" else "another thread"
-        return CheckResult(
-            False,
-            f"✗ {self.name}, case '{case.name}': it handed work to {where} (`{called}`), where the checker cannot "
-            "see what runs. This exercise asks for the computation itself, in one thread: write it without "
-            "threads, executors, pools or processes (PyTorch's own threads inside an operation are fine).\n"
-            f"  This is the mistake '{THREAD_MISTAKE}'.",
-            case.name,
-            THREAD_MISTAKE,
-        )
+        where = said.IN_A_PROCESS if kind_of(answer) == "process" else said.IN_A_THREAD
+        message = say(where, name=self.name, case=case.name, called=called, mistake=THREAD_MISTAKE)
+        return CheckResult(False, message, case.name, THREAD_MISTAKE)
 
     def _solution_used(self, case: Case, called: str, answer: str) -> CheckResult:
         if answer == BOOK:  # the verdict a solution cell shows in the book: right, and not the learner's
-            return CheckResult(
-                False,
-                f"○ {self.name}: this is the book's solution (the cell folded under the exercise), or a copy of it: "
-                f"it passes all {len(self.cases)} cases, and earns no tick, which is kept for code of your own. "
-                "Write yours in the cell under the exercise and check it there.",
-                case.name,
-                SOLUTION_MISTAKE,
-            )
-        return CheckResult(
-            False,
-            f"✗ {self.name}, case '{case.name}': it ran the checker's own solution (`{called}`), or a copy of it. "
-            "The solution that ships with the checker is the answer, not a tool; write it yourself.\n"
-            f"  This is the mistake '{SOLUTION_MISTAKE}'.",
-            case.name,
-            SOLUTION_MISTAKE,
-        )
+            message = say(said.BOOK_SOLUTION, name=self.name, count=len(self.cases))
+            return CheckResult(False, message, case.name, SOLUTION_MISTAKE)
+        message = say(said.OWN_SOLUTION, name=self.name, case=case.name, called=called, mistake=SOLUTION_MISTAKE)
+        return CheckResult(False, message, case.name, SOLUTION_MISTAKE)
 
     def _not_attempted(self, why: str, case: str) -> CheckResult:
-        return CheckResult(
-            False,
-            f"○ {self.name}: {NOT_ATTEMPTED} ({why}). Write your code in place of `...`, "
-            "then run this cell again; the solution is folded below.",
-            case,
-        )
+        return CheckResult(False, say(said.UNATTEMPTED, name=self.name, why=why), case)
 
 
 def _raised_by_the_learner(err: BaseException) -> bool:
@@ -433,17 +360,18 @@ def _raised_by_the_learner(err: BaseException) -> bool:
     return not _is_library(last) and not last.startswith(watching._HERE)
 
 
-def _where(err: BaseException) -> str:
-    """`` (raised in torch/nn/attention/flex_attention.py)``: where a library raised the error, if one did."""
+def _raised(name: str, case: str, err: BaseException) -> str:
+    """The verdict on an error, with where a library raised it if one did (``torch/nn/attention/...``, line 12)."""
+    error = dict(name=name, case=case, error=type(err).__name__, message=err)
     frames = traceback.extract_tb(err.__traceback__)
     if not frames or not _is_library(frames[-1].filename):
-        return ""
+        return say(said.RAISED, **error)
     parts = frames[-1].filename.replace("\\", "/").split("/")
     for top in ("site-packages", "attnbook", "lib"):
         if top in parts:
             parts = parts[len(parts) - parts[::-1].index(top) :]
             break
-    return f" (raised in {'/'.join(parts[-4:])}, line {frames[-1].lineno})"
+    return say(said.RAISED_IN, **error, path="/".join(parts[-4:]), line=frames[-1].lineno)
 
 
 _SEALS: dict = {}  # id(checker) -> what it was built as (see _seal)

@@ -5,7 +5,33 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .wording import Template, english, say
+
 __all__ = ["DIGITS", "compare", "format_number", "format_pair", "as_number"]
+
+#: What :func:`compare` calls the whole result, and a part of it.
+RESULT = Template("the result", "where")
+ITEM = Template("item {index} of {where}", "where", where="where")
+ENTRY = Template("{where}[{key}]", "where", where="where")
+NAMED_ENTRY = Template("{where}['{key}']", "where", where="where", key="key")
+
+#: What :func:`compare` found: ``{where}`` is the result or the part of it that differs.
+_WHERE = {"where": "where"}
+SHOULD_BE = Template("{where} should be {expected}, got {got}", "problem", **_WHERE)
+NOT_A_NUMBER = Template("{where} should be a number, got {kind}: {got}", "problem", **_WHERE)
+NOT_A_SEQUENCE = Template("{where} should be a {kind} of {count} items, got {other}", "problem", **_WHERE)
+LENGTH = Template("{where} should have {count} items, got {other}", "problem", **_WHERE)
+NOT_A_DICT = Template("{where} should be a dict, got {kind}", "problem", **_WHERE)
+KEYS = Template("{where} should have keys {expected}, got {got}", "problem", **_WHERE)
+NOT_A_TENSOR = Template("{where} should be a torch.Tensor, got {kind}", "problem", **_WHERE)
+NOT_AN_ARRAY = Template("{where} should be a NumPy array, got {kind}", "problem", **_WHERE)
+SHAPE = Template("{where} should have shape {expected}, got shape {got}", "problem", **_WHERE)
+DTYPE = Template("{where} should have dtype {expected}, got {got}", "problem", **_WHERE)
+DIFFERS = Template(
+    "{where} differs at index {index}: expected {expected}, got {got} ({wrong} of {total} entries wrong)",
+    "problem",
+    **_WHERE,
+)
 
 
 def _short(value: Any, limit: int = 300) -> str:
@@ -112,84 +138,83 @@ def _torch():
 
 
 def compare(
-    expected: Any, got: Any, atol: float = 1e-5, rtol: float = 1e-4, where: str = "the result", equal_nan: bool = False
+    expected: Any, got: Any, atol: float = 1e-5, rtol: float = 1e-4, where: str = RESULT, equal_nan: bool = False
 ) -> str | None:
     """Describe how ``got`` differs from ``expected``, or return ``None`` when they agree.
 
     A number (see :func:`as_number`) where a number is expected is compared as one, whatever its type.
     Tensors and arrays are compared by type, shape, dtype kind and value (NaN
     equals nothing unless ``equal_nan``); sequences and dicts element by
-    element; floats with tolerance; everything else with ``==``.
+    element; floats with tolerance; everything else with ``==``. The description is in the current language
+    (:mod:`.wording`); ``where``, the name of what is compared, is English.
     """
     kind = _as_tensor_like(expected)
     if kind is not None and (as_number(expected) is None or _as_tensor_like(got) == kind):
         return _compare_arrays(kind, expected, got, atol, rtol, where, equal_nan)
     if isinstance(expected, bool) or expected is None or isinstance(expected, str):
-        return (
-            None
-            if got == expected and type(got) is type(expected)
-            else f"{where} should be {expected!r}, got {_short(got)}"
-        )
+        if got == expected and type(got) is type(expected):
+            return None
+        return say(SHOULD_BE, where=where, expected=repr(expected), got=_short(got))
     if isinstance(expected, (int, float)) or (kind is not None and as_number(expected) is not None):
         expected = as_number(expected)
         number = as_number(got)
         if number is None:
-            return f"{where} should be a number, got {type(got).__name__}: {_short(got)}"
+            return say(NOT_A_NUMBER, where=where, kind=type(got).__name__, got=_short(got))
         got = number
         if equal_nan and math.isnan(got) and math.isnan(expected):
             return None
         if math.isnan(got) or not math.isclose(got, expected, rel_tol=rtol, abs_tol=atol):
             e, g = format_pair(expected, got)
-            return f"{where} should be {e}, got {g}"
+            return say(SHOULD_BE, where=where, expected=e, got=g)
         return None
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)):
-            return f"{where} should be a {type(expected).__name__} of {len(expected)} items, got {type(got).__name__}"
+            kinds = dict(kind=type(expected).__name__, other=type(got).__name__)
+            return say(NOT_A_SEQUENCE, where=where, count=len(expected), **kinds)
         if len(got) != len(expected):
-            return f"{where} should have {len(expected)} items, got {len(got)}"
+            return say(LENGTH, where=where, count=len(expected), other=len(got))
         for i, (e, g) in enumerate(zip(expected, got)):
-            problem = compare(e, g, atol, rtol, f"item {i} of {where}", equal_nan)
+            problem = compare(e, g, atol, rtol, english(ITEM, index=i, where=where), equal_nan)
             if problem:
                 return problem
         return None
     if isinstance(expected, dict):
         if not isinstance(got, dict):
-            return f"{where} should be a dict, got {type(got).__name__}"
+            return say(NOT_A_DICT, where=where, kind=type(got).__name__)
         if set(got) != set(expected):
-            return f"{where} should have keys {sorted(map(str, expected))}, got {sorted(map(str, got))}"
+            return say(KEYS, where=where, expected=sorted(map(str, expected)), got=sorted(map(str, got)))
         for key in expected:
-            problem = compare(expected[key], got[key], atol, rtol, f"{where}[{key!r}]", equal_nan)
+            named = isinstance(key, str) and repr(key) == f"'{key}'"
+            part = english(NAMED_ENTRY, where=where, key=key) if named else english(ENTRY, where=where, key=repr(key))
+            problem = compare(expected[key], got[key], atol, rtol, part, equal_nan)
             if problem:
                 return problem
         return None
-    return None if got == expected else f"{where} should be {_short(expected)}, got {_short(got)}"
+    return None if got == expected else say(SHOULD_BE, where=where, expected=_short(expected), got=_short(got))
 
 
 def _compare_arrays(kind: str, expected, got, atol: float, rtol: float, where: str, equal_nan: bool) -> str | None:
     if _as_tensor_like(got) != kind:
-        wanted = "a torch.Tensor" if kind == "torch" else "a NumPy array"
-        return f"{where} should be {wanted}, got {type(got).__name__}"
+        return say(NOT_A_TENSOR if kind == "torch" else NOT_AN_ARRAY, where=where, kind=type(got).__name__)
     if tuple(got.shape) != tuple(expected.shape):
-        return f"{where} should have shape {tuple(expected.shape)}, got shape {tuple(got.shape)}"
+        return say(SHAPE, where=where, expected=tuple(expected.shape), got=tuple(got.shape))
     if kind == "torch":
         import torch
 
         if expected.dtype == torch.bool or got.dtype == torch.bool:
             if got.dtype != expected.dtype:
-                return f"{where} should have dtype {expected.dtype}, got {got.dtype}"
+                return say(DTYPE, where=where, expected=expected.dtype, got=got.dtype)
             wrong = got != expected
         else:
             if expected.is_floating_point() != got.is_floating_point():
-                return f"{where} should have dtype {expected.dtype}, got {got.dtype}"
+                return say(DTYPE, where=where, expected=expected.dtype, got=got.dtype)
             e, g = expected.detach().double(), got.detach().double()
             wrong = ~torch.isclose(g, e, rtol=rtol, atol=atol, equal_nan=equal_nan)
         if wrong.any():
             index = tuple(int(i) for i in wrong.nonzero()[0])
             e, g = format_pair(expected[index].item(), got[index].item())
-            return (
-                f"{where} differs at index {index}: expected {e}, got {g} "
-                f"({int(wrong.sum())} of {wrong.numel()} entries wrong)"
-            )
+            counts = dict(wrong=int(wrong.sum()), total=wrong.numel())
+            return say(DIFFERS, where=where, index=index, expected=e, got=g, **counts)
         return None
     import numpy as np
 
@@ -200,8 +225,5 @@ def _compare_arrays(kind: str, expected, got, atol: float, rtol: float, where: s
     if wrong.any():
         index = tuple(int(i) for i in np.argwhere(wrong)[0])
         e, g = format_pair(expected[index].item(), got[index].item())
-        return (
-            f"{where} differs at index {index}: expected {e}, got {g} "
-            f"({int(wrong.sum())} of {wrong.size} entries wrong)"
-        )
+        return say(DIFFERS, where=where, index=index, expected=e, got=g, wrong=int(wrong.sum()), total=wrong.size)
     return None

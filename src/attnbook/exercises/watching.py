@@ -20,6 +20,7 @@ import sys
 import types
 from dataclasses import dataclass, field
 
+from . import verdicts as said
 from .answers import KINDS
 
 __all__ = ["Refusals", "Record", "watch", "fingerprint", "kind_of", "SOLUTION", "BOOK"]
@@ -303,7 +304,7 @@ def _modes(refusals: Refusals, record: Record):
     class _Functions(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             if not inside[0] and (dispatch_depth() == 0 or excluded(python_key)):  # the dispatch mode was taken away
-                record.tamper("PyTorch's dispatch mode was switched off")
+                record.tamper(said.DISPATCH_OFF)
             if ops:
                 name = _op_name(func)
                 if name in ops:
@@ -370,7 +371,7 @@ def _audit(event: str, args) -> None:
         raise RuntimeError(f"{event}: a checker refuses to start a process while it watches a learner's function")
     if event in ("sys.setprofile", "sys.settrace") and not _OWN[0]:
         for record in _ACTIVE:
-            record.tamper(f"`{event}` was called")
+            record.tamper(said.HOOK_CALLED.format(event=event))
 
 
 if not getattr(sys, "_attnbook_exercises_audit", False):  # one hook for the life of the interpreter
@@ -476,7 +477,7 @@ def watch(refusals: Refusals | None = None, count_lines: bool = False, record: R
                 _check_hooks(record, profile_hook, trace_hook, functions, dispatch)
                 _set_hooks(old_profile, old_trace)
                 if not refusals.intact():
-                    record.tamper("the table of refused answers was changed")
+                    record.tamper(said.TABLE_CHANGED)
     finally:
         _ACTIVE.remove(record)
 
@@ -487,12 +488,12 @@ def _check_hooks(record: Record, profile, trace, functions, dispatch) -> None:
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
     if sys.getprofile() is not profile:
-        record.tamper("the interpreter's profile hook was replaced")
+        record.tamper(said.PROFILE_REPLACED)
     if sys.gettrace() is not trace:
-        record.tamper("the interpreter's trace hook was replaced")
+        record.tamper(said.TRACE_REPLACED)
     stack = _get_current_function_mode_stack()
     if not stack or stack[-1] is not functions:
-        record.tamper("PyTorch's function mode was removed or covered")
+        record.tamper(said.FUNCTION_MODE_GONE)
     stack = _get_current_dispatch_mode_stack()
     if not stack or stack[-1] is not dispatch:
-        record.tamper("PyTorch's dispatch mode was removed or covered")
+        record.tamper(said.DISPATCH_MODE_GONE)
