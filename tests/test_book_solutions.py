@@ -85,12 +85,10 @@ def _copies(name: str) -> list[tuple[str, object]]:
             torch.set_default_dtype(saved)
 
     tries = [("called from one's own", mine)]
-    if not float64:
-        tries += [("run from the notebook's JSON", fn), ("renamed", renamed), ("a partial", functools.partial(fn))]
-    else:  # each in the notebook's float64, from a function of one's own
-        tries += [(how, functools.wraps(f)(lambda *a, f=f, **k: _in_float64(f, a, k))) for how, f in
-                  (("run from the notebook's JSON", fn), ("renamed", renamed), ("a partial", functools.partial(fn)))]  # fmt: skip
-    return tries
+    copies = [("run from the notebook's JSON", fn), ("renamed", renamed), ("a partial", functools.partial(fn))]
+    if float64:  # each in the notebook's float64, from a function of one's own
+        copies = [(how, functools.wraps(f)(lambda *a, f=f, **k: _in_float64(f, a, k))) for how, f in copies]
+    return tries + copies
 
 
 def _in_float64(fn, args, kwargs):
