@@ -3,12 +3,19 @@
 - every passage of the English book has a translation that is neither missing nor fuzzy, keeps the
   original's structure (code, formulas, roles, links, directives, figures, heading level) and its terms;
 - ``zh/`` is exactly what ``python -m attnbook.book.edition build`` writes from them: no file edited by hand;
-- the two editions' notebooks hold the same code cells, outputs and metadata, cell for cell;
+- the two editions' notebooks hold the same code cells, outputs and metadata, cell for cell: the same code token
+  for token (only comments and docstrings are translated, and a call says ``language="zh"``: the setup line and
+  a diagram's), the same outputs (the checkers' verdicts and the diagrams aside, in Chinese);
+- no comment or docstring of a Chinese notebook is left in English, and its diagrams are drawn in Chinese, while
+  the English notebooks show the figures they always did;
 - a change to the English text is caught: the passage loses its translation, or keeps it as fuzzy.
 """
 
 from __future__ import annotations
 
+import base64
+import difflib
+import io
 import json
 import re
 import shutil
@@ -16,7 +23,7 @@ import shutil
 import nbformat
 import pytest
 
-from attnbook.book import edition, feedback
+from attnbook.book import code_words, edition, edition_diagrams, feedback
 from attnbook.book.sphinx import edition_link
 from notebook_index import NOTEBOOKS, ROOT
 
@@ -38,7 +45,7 @@ def test_the_chinese_book_is_what_the_build_writes():
     for relative, text in expected.items():
         path = folder / relative
         assert path.is_file(), f"zh/{relative} is missing: python -m attnbook.book.edition build"
-        assert path.read_text(encoding="utf-8") == text, (
+        assert _as_read(path.read_text(encoding="utf-8")) == _as_read(text), (
             f"zh/{relative} is not what the English text and the catalogues give: "
             "never edit zh/ by hand; python -m attnbook.book.edition build"
         )
@@ -48,17 +55,85 @@ def test_the_chinese_book_is_what_the_build_writes():
     assert present == set(expected), f"zh/ holds files the build does not write: {sorted(present - set(expected))}"
 
 
+def _as_read(text: str) -> str:
+    """A file of the Chinese book as its reader reads it: a notebook's SVG diagrams by their texts and places (a
+    release of matplotlib that writes the same figure in other bytes changes nothing a reader sees)."""
+    if not text.startswith("{"):
+        return text
+    nb = json.loads(text)
+    for cell in nb["cells"]:
+        for output in cell.get("outputs", []):
+            svg = output.get("data", {}).get("image/svg+xml")
+            if svg is not None:
+                output["data"]["image/svg+xml"] = edition_diagrams.svg_signature("".join(svg))
+    return json.dumps(nb, ensure_ascii=False, indent=1)
+
+
+def test_the_librarys_table_of_diagram_labels_is_what_the_build_writes():
+    expected = edition.library_files(ROOT)
+    assert [p.name for p in expected] == ["zh.json"]
+    for relative, text in expected.items():
+        path = ROOT / relative
+        assert path.is_file() and path.read_text(encoding="utf-8") == text, (
+            f"{relative} is not what locales/zh_CN/LC_MESSAGES/diagrams.po gives: python -m attnbook.book.edition build"
+        )
+
+
+#: The one difference of code between the editions: a call to these says ``language="zh"`` (the setup line, and
+#: a diagram: :mod:`attnbook.book.edition_diagrams`).
+LANGUAGE_ARGUMENT = [("NAME", "language"), ("OP", "="), ("STRING", f'"{edition.LIBRARY_LANGUAGE}"')]
+
+
+def code_differences(english: str, chinese: str, calls: set[str]) -> list[str]:
+    """What the Chinese cell runs differently from the English one, token for token (comments, docstrings and blank
+    lines aside, IPython's ``%`` and ``!`` lines whole): [] but for ``language="zh"`` added to a call of ``calls``."""
+    a, b = code_words.code_tokens(english), code_words.code_tokens(chinese)
+    found = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        added = b[j1:j2]
+        if op == "insert" and added in (LANGUAGE_ARGUMENT, [("OP", ","), *LANGUAGE_ARGUMENT]) and b[j2] == ("OP", ")"):
+            depth, k = 0, j1 - 1  # the name called: before the "(" that this ")" closes
+            while k > 0 and not (b[k] == ("OP", "(") and depth == 0):
+                depth += {("OP", ")"): 1, ("OP", "("): -1}.get(b[k], 0)
+                k -= 1
+            if b[k - 1][0] == "NAME" and b[k - 1][1] in calls:
+                continue
+        found.append(f"{op}: {a[i1:i2]} -> {added}")
+    return found
+
+
+def test_the_code_comparison_sees_any_change_of_code_and_none_of_words():
+    english = '"""A docstring."""\nx = f(1)  # one\ny = g(x)\ns = "a string"\n%time h()\n'
+    translated = '"""文档字符串。"""\nx = f(1)  # 一\n\n\ny = g(x)\ns = "a string"\n%time h()\n'
+    assert code_differences(english, translated, set()) == []
+    assert code_differences(english, english.replace("a string", "一个字符串"), set()), "a string is code"
+    assert code_differences(english, english.replace("f(1)", "f(2)"), set())
+    assert code_differences(english, english.replace("%time h()", "%time  h()"), set())
+    assert code_differences(english, english.replace("g(x)", 'g(x, language="zh")'), {"g"}) == []
+    assert code_differences(english, english.replace("g(x)", 'g(x, language="zh")'), {"f"})
+    assert code_differences(english, english.replace("g(x)", 'g(x, language="en")'), {"g"})
+
+
 @pytest.mark.parametrize("english", NOTEBOOKS, ids=lambda p: p.stem)
 def test_both_editions_hold_the_same_code_outputs_and_metadata(english):
     chinese = ROOT / edition.EDITION / "notebooks" / english.name
     en, zh = nbformat.read(english, as_version=4), nbformat.read(chinese, as_version=4)
     assert len(en.cells) == len(zh.cells)
     messages = feedback.table(ROOT)  # the checkers' verdicts, in Chinese in the Chinese notebooks
+    diagrams = edition_diagrams.diagram_names([c.source for c in en.cells if c.cell_type == "code"])
     for index, (a, b) in enumerate(zip(en.cells, zh.cells, strict=True)):
         assert a.cell_type == b.cell_type and a.metadata == b.metadata, f"cell {index}"
         if a.cell_type == "code":
-            a = feedback.localized_code_cell(a, ROOT, messages)  # and the setup line: setup(language="zh")
-            assert a.source == b.source and a.outputs == b.outputs, f"cell {index}'s code or outputs differ"
+            differences = code_differences(a.source, b.source, {"setup", *diagrams})
+            assert not differences, f"cell {index}'s code differs: {differences}"
+            a = feedback.localized_code_cell(a, ROOT, messages)
+            if edition_diagrams.calls_a_diagram(a.source, diagrams):  # its figure is drawn in Chinese (below)
+                kinds = [[o.output_type, sorted(o.get("data", {}))] for o in b.outputs]
+                assert kinds == [["execute_result", ["image/svg+xml", "text/plain"]]], f"cell {index}: {kinds}"
+            else:
+                assert a.outputs == b.outputs, f"cell {index}'s outputs differ"
             assert a.execution_count == b.execution_count
         else:
             assert edition.split_blocks(a.source)[1] == edition.split_blocks(b.source)[1], (
@@ -263,3 +338,168 @@ def test_the_source_notes_slips_are_not_reintroduced():
                 assert re.search(r"source notes|源笔记", text), (
                     f"{source}: Fastformer's cost is not O(N·d)²: {text[:80]!r}"
                 )
+
+
+# --- the code cells' words, and the diagrams ---------------------------------------------------------------------
+
+_CHINESE = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _kept_in_english(source: str) -> set[str]:
+    """The passages of a document whose catalogue entry says why they stay in English (``english-kept: ...``)."""
+    po = edition.load_catalogue(edition.document_of(ROOT, source).catalogue(ROOT))
+    return {e.msgid for e in po if edition.ENGLISH_KEPT in (e.tcomment or "")}
+
+
+@pytest.mark.parametrize("english", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_comment_or_docstring_of_a_chinese_notebook_is_left_in_english(english):
+    zh = nbformat.read(ROOT / edition.EDITION / "notebooks" / english.name, as_version=4)
+    kept = _kept_in_english(f"notebooks/{english.name}")
+    translated, left = 0, []
+    for index, cell in enumerate(c for c in zh.cells if c.cell_type == "code"):
+        assert code_words.code_tokens(cell.source)[:1] != [("SOURCE", cell.source)], f"code cell {index}: not Python"
+        for words in code_words.words_of(cell.source):
+            if _CHINESE.search(words.text):
+                translated += 1
+            elif code_words.has_words(words.text) and words.text not in kept:
+                left.append(f"code cell {index}: {words.text[:70]!r}")
+    assert not left, "comments and docstrings left in English (translate them in the catalogue):\n" + "\n".join(left)
+    assert translated >= 10, f"only {translated} comments and docstrings in Chinese"
+
+
+def _diagram_cells(path):
+    nb = nbformat.read(path, as_version=4)
+    names = edition_diagrams.diagram_names([c.source for c in nb.cells if c.cell_type == "code"])
+    return [
+        (i, c, names)
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code" and edition_diagrams.calls_a_diagram(c.source, names)
+    ]
+
+
+DIAGRAM_NOTEBOOKS = [p for p in NOTEBOOKS if _diagram_cells(p)]
+
+
+def test_the_chapters_that_draw_diagrams_are_found():
+    assert [p.name[:2] for p in DIAGRAM_NOTEBOOKS] == ["02", "03", "04", "05", "06", "07"]
+    assert sum(len(_diagram_cells(p)) for p in DIAGRAM_NOTEBOOKS) == 7
+
+
+@pytest.mark.parametrize("english", DIAGRAM_NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_chinese_notebooks_draw_their_diagrams_in_chinese(english):
+    kept = {line for text in _kept_in_english(edition_diagrams.SOURCE) for line in text.split("\n")}
+    for index, cell, _ in _diagram_cells(ROOT / edition.EDITION / "notebooks" / english.name):
+        assert f'(language="{edition.LIBRARY_LANGUAGE}")' in cell.source, f"cell {index} asks for Chinese"
+        (output,) = cell.outputs
+        assert set(output.data) == {"image/svg+xml", "text/plain"}, f"cell {index}: SVG, not a PNG of tofu"
+        texts = edition_diagrams.svg_texts(output.data["image/svg+xml"])
+        assert sum(bool(_CHINESE.search(t)) for t in texts) >= 5, f"cell {index} draws little Chinese: {texts}"
+        english_labels = [t for t in texts if code_words.has_words(t) and not _CHINESE.search(t) and t not in kept]
+        assert not english_labels, f"cell {index} draws English labels: {english_labels}"
+
+
+def _png_pixels(png: bytes):
+    import numpy as np
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as image:
+        return np.asarray(image.convert("RGB"), dtype=np.int16)
+
+
+@pytest.mark.parametrize("english", DIAGRAM_NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_english_notebooks_show_the_figures_they_always_did(english):
+    """The English diagram cells are untouched, and their stored PNG is what the library draws in English, with
+    the notebook's figure settings, as the inline backend renders it."""
+    import importlib
+
+    import matplotlib as mpl
+    from IPython.core.pylabtools import print_figure
+
+    from attnbook.notebook import _figure_defaults
+
+    for index, cell, names in _diagram_cells(english):
+        assert "language" not in cell.source, f"cell {index}: the English notebook asks for no language"
+        (output,) = cell.outputs
+        assert set(output.data) == {"image/png", "text/plain"}, f"cell {index}"
+        module, name = names[cell.source.strip().rsplit("\n", 1)[-1].split("(")[0]]
+        with mpl.rc_context():
+            _figure_defaults()
+            figure = getattr(importlib.import_module(module), name)()
+            drawn = _png_pixels(print_figure(figure, "png", bbox_inches="tight"))
+        stored = _png_pixels(base64.b64decode(output.data["image/png"]))
+        assert output.data["text/plain"] == repr(figure)
+        assert drawn.shape == stored.shape, f"cell {index}: the figure's size changed"
+        moved = (abs(drawn - stored).max(axis=-1) > 64).mean()
+        assert moved < 0.002, f"cell {index}: {moved:.2%} of the pixels changed"
+
+
+@pytest.mark.slow
+def test_a_kernel_shows_the_diagram_the_chinese_notebook_stores():
+    """What the build stores is what running the cell shows, in Jupyter or Colab: a kernel runs the setup and a
+    diagram cell of a Chinese notebook."""
+    from nbclient import NotebookClient
+
+    path = ROOT / edition.EDITION / "notebooks" / "04_self_attention.ipynb"
+    ((_, cell, _),) = _diagram_cells(path)
+    run = nbformat.v4.new_notebook()
+    run.cells = [
+        nbformat.v4.new_code_cell("from attnbook.notebook import setup\nsetup();"),
+        nbformat.v4.new_code_cell(cell.source),
+    ]
+    NotebookClient(run, timeout=120).execute()
+    (shown,) = run.cells[1].outputs
+    assert shown.data == cell.outputs[0].data and shown.metadata == cell.outputs[0].metadata
+
+
+def test_a_diagram_call_asks_for_the_language_whatever_its_layout():
+    names = edition_diagrams.diagram_names(["from attnbook.diagrams.ch07_transformer import layers_diagram as draw"])
+    assert names == {"draw": ("attnbook.diagrams.ch07_transformer", "layers_diagram")}
+    ask = edition_diagrams.ask_for_language
+    assert ask("draw()", names, "zh") == 'draw(language="zh")'
+    assert ask("x = 1\ndraw(\n    1,\n)", names, "zh") == 'x = 1\ndraw(\n    1,\nlanguage="zh")'
+    assert ask('draw(language="en")', names, "zh") == 'draw(language="en")', "a language said is kept"
+    assert ask("other()", names, "zh") == "other()"
+
+
+def _book_with_code(tmp_path, comment: str):
+    """A book of one notebook whose one code cell has a comment and a docstring, translated."""
+    book = _small_book(tmp_path)
+    path = book / "notebooks" / "01_x.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    (cell,) = [c for c in nb.cells if c.source == "print(3)"]
+    cell.source = f'def f():\n    """Return the padding."""\n    return 3  {comment}\n\n\nprint(f())'
+    nbformat.write(nb, path)
+    edition.update(book)
+    chinese = {"# three tokens": "# 三个词元", "Return the padding.": "返回填充。"}
+    items = [dict(i, zh=chinese[i["en"]]) for i in edition.export(book, "notebooks/01_x.ipynb") if i["en"] in chinese]
+    assert [i["kind"] for i in items] == ["a docstring in code", "a comment in code"][: len(items)]
+    assert edition.import_translations(book, "notebooks/01_x.ipynb", items) == []
+    return book
+
+
+def test_a_changed_english_comment_is_caught_until_it_is_translated_again(tmp_path):
+    book = _book_with_code(tmp_path, "# three tokens")
+    assert "notebooks/01_x.ipynb" not in edition.check(book)
+    edition.build(book)
+    cells = json.loads((book / "zh" / "notebooks" / "01_x.ipynb").read_text(encoding="utf-8"))["cells"]
+    sources = ["".join(c["source"]) for c in cells]
+    assert 'def f():\n    """返回填充。"""\n    return 3  # 三个词元\n\n\nprint(f())' in sources
+
+    path = book / "notebooks" / "01_x.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        cell.source = cell.source.replace("# three tokens", "# three real tokens")
+    nbformat.write(nb, path)
+    assert any("no translation" in p for p in edition.check(book)["notebooks/01_x.ipynb"])
+    with pytest.raises(KeyError, match="no translation of '# three real tokens'"):
+        edition.build(book)
+    assert edition.update(book)["notebooks/01_x.ipynb"]["fuzzy"] == 1
+    assert any("fuzzy" in p for p in edition.check(book)["notebooks/01_x.ipynb"])
+    item = next(i for i in edition.export(book, "notebooks/01_x.ipynb") if i["fuzzy"])
+    assert item["zh"] == "# 三个词元" and item["kind"] == "a comment in code"
+    broken = edition.import_translations(book, "notebooks/01_x.ipynb", [dict(item, zh="三个真实词元")])
+    assert any("starts with '#'" in p for p in broken), broken
+    english = edition.import_translations(book, "notebooks/01_x.ipynb", [dict(item, zh="# three real tokens")])
+    assert any("left in English" in p for p in english), english
+    assert edition.import_translations(book, "notebooks/01_x.ipynb", [dict(item, zh="# 三个真实词元")]) == []
+    assert "notebooks/01_x.ipynb" not in edition.check(book)

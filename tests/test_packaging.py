@@ -48,6 +48,15 @@ def test_wheel_contains_every_module(wheel_build):
 
 
 @pytest.mark.slow
+def test_wheel_contains_every_table_the_library_reads(wheel_build):
+    """The JSON beside the modules (the diagrams' labels in Chinese, the checkers' words): Colab has nothing else."""
+    wheel, _ = wheel_build
+    names = set(zipfile.ZipFile(wheel).namelist())
+    tables = {p.relative_to(ROOT / "src").as_posix() for p in (ROOT / "src" / "attnbook").rglob("*.json")}
+    assert "attnbook/diagrams/zh.json" in tables and tables <= names, f"missing: {sorted(tables - names)}"
+
+
+@pytest.mark.slow
 def test_building_the_wheel_prints_no_warning(wheel_build):
     _, log = wheel_build
     backend = log[log.find("Building wheel for attnbook") :]  # what the build printed, not pip's own preamble

@@ -12,6 +12,12 @@ book's table of contents and configuration. Passages that are not prose (code
 blocks, display math alone, label targets, ``%`` comments, the Colab badge)
 are copied as they are.
 
+A notebook's code cells speak to the reader too: their comments and docstrings
+are passages of the same catalogue (:mod:`attnbook.book.code_words`), replaced
+in the Chinese notebook without touching a character of the code; and the
+labels of the diagrams the library draws are passages of one more catalogue,
+``diagrams.po``, which the Chinese notebooks draw with (:mod:`attnbook.book.edition_diagrams`).
+
 When an English passage changes, its ``msgid`` no longer matches: ``update``
 keeps the old translation as a *fuzzy* entry (with the old English as its
 ``#| msgid``) for a translator to revise, and ``check`` (and the tests) fail on
@@ -38,14 +44,17 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-from attnbook.book import feedback
+from attnbook.book import code_words, edition_diagrams, feedback
 from attnbook.book.config import badge_markdown, book_root
 from attnbook.book.glossary import glossary_terms
 
 LANGUAGE = "zh_CN"
 #: The edition's folder in the repository, and its address below the English book's.
 EDITION = "zh"
+#: The edition's language as the library names it: a diagram drawn for the edition is ``language="zh"``.
+LIBRARY_LANGUAGE = "zh"
 
 #: A fence line: ``` or ~~~ (code, or a directive such as ```{exercise}) and ::: (a colon-fenced directive).
 _FENCE = re.compile(r"^(\s*)(`{3,}|~{3,}|:{3,})(.*)$")
@@ -235,6 +244,24 @@ def structure_problems(english: str, chinese: str) -> list[str]:
 # --- documents --------------------------------------------------------------
 
 
+class Passage(NamedTuple):
+    """A passage of a document: its English text, where it stands, and its kind: ``"prose"`` or one of
+    :data:`CODE_KINDS`."""
+
+    text: str
+    where: str
+    kind: str = "prose"
+
+
+#: The passages that are not prose, by kind, and what their catalogue entry says they are (its ``#.`` line):
+#: a translator sees that a comment keeps its ``#`` and a label is short.
+CODE_KINDS = {"comment": "a comment in code", "docstring": "a docstring in code", "label": "a label of a diagram"}
+
+#: A translator's comment that lets a passage of code or a label stay in English, with the reason after it
+#: (``english-kept: the example sentence, data of the chapter``).
+ENGLISH_KEPT = "english-kept:"
+
+
 @dataclass
 class Document:
     """A notebook or page of the English book, and the catalogue that translates it."""
@@ -248,32 +275,61 @@ class Document:
     def catalogue(self, base: Path) -> Path:
         return base / "locales" / LANGUAGE / "LC_MESSAGES" / f"{self.stem}.po"
 
-    def passages(self, base: Path) -> list[tuple[str, str]]:
-        """(English passage, where it is) in document order; repeated passages once."""
+    def passages(self, base: Path) -> list[Passage]:
+        """Its passages in document order, repeated ones once: a notebook's code cells give their comments and
+        docstrings that hold words (:mod:`attnbook.book.code_words`)."""
         seen, out = set(), []
-        for text, where in self._texts(base):
-            for block in split_blocks(text)[0]:
-                if translatable(block) and block not in seen:
-                    seen.add(block)
-                    out.append((block, where))
+        for passage in self._passages(base):
+            if passage.text not in seen:
+                seen.add(passage.text)
+                out.append(passage)
         return out
 
-    def _texts(self, base: Path) -> list[tuple[str, str]]:
+    def _passages(self, base: Path):
+        for text, where, cell_type in self._texts(base):
+            if cell_type == "code":
+                for words in code_words.words_of(text):
+                    if code_words.has_words(words.text):
+                        yield Passage(words.text, where, words.kind)
+                continue
+            for block in split_blocks(text)[0]:
+                if translatable(block):
+                    yield Passage(block, where)
+
+    def _texts(self, base: Path) -> list[tuple[str, str, str]]:
+        """(text, where it is, "markdown" or "code") of each cell or page."""
         path = base / self.source
         if self.source.endswith(".ipynb"):
             nb = json.loads(path.read_text(encoding="utf-8"))
             return [
-                ("".join(cell["source"]), f"cell {i}")
+                ("".join(cell["source"]), f"cell {i}", cell["cell_type"])
                 for i, cell in enumerate(nb["cells"])
-                if cell["cell_type"] == "markdown"
+                if cell["cell_type"] in ("markdown", "code")
             ]
         if self.source == "_toc.yml":
-            return [(text, "_toc.yml") for text in toc_texts(base)]
-        return [(path.read_text(encoding="utf-8"), self.source)]
+            return [(text, "_toc.yml", "markdown") for text in toc_texts(base)]
+        return [(path.read_text(encoding="utf-8"), self.source, "markdown")]
+
+
+@dataclass
+class DiagramLabels(Document):
+    """The labels of the diagrams the library draws (:mod:`attnbook.diagrams`), translated in one catalogue,
+    ``diagrams.po``; :mod:`attnbook.book.edition_diagrams` says how an edition draws with them."""
+
+    source: str = edition_diagrams.SOURCE
+
+    @property
+    def stem(self) -> str:
+        return "diagrams"
+
+    def _passages(self, base: Path):
+        for text, where in edition_diagrams.labels():
+            yield Passage(text, where, "label")
 
 
 def documents(base: Path) -> list[Document]:
-    """Every document of the English book, in the order of its table of contents, and the toc itself."""
+    """Every document of the English book, in the order of its table of contents, the toc itself, and the
+    library's diagrams where the book holds the library."""
     import yaml
 
     toc = yaml.safe_load((base / "_toc.yml").read_text(encoding="utf-8"))
@@ -288,7 +344,18 @@ def documents(base: Path) -> list[Document]:
                 break
         else:
             raise FileNotFoundError(f"_toc.yml names {name}, which is neither {name}.ipynb nor {name}.md")
-    return [*out, Document("_toc.yml")]
+    out.append(Document("_toc.yml"))
+    if (base / edition_diagrams.SOURCE).is_dir():  # a book with the library beside it: its diagrams' labels
+        out.append(DiagramLabels())
+    return out
+
+
+def document_of(base: Path, source: str) -> Document:
+    """The document of the book whose source is ``source``: a notebook, a page, the diagrams' labels."""
+    for found in documents(base):
+        if found.source == source:
+            return found
+    return Document(source)
 
 
 def toc_texts(base: Path) -> list[str]:
@@ -345,10 +412,11 @@ def update(base: Path, similarity: float = 0.6) -> dict[str, Counter]:
         po = _new_catalogue(document)
         counts: Counter = Counter()
         passages = document.passages(base)
-        current = {text for text, _ in passages}
+        current = {passage.text for passage in passages}
         vanished = [e for msgid, e in old_entries.items() if msgid not in current and e.msgstr]
-        for text, where in passages:
+        for text, where, kind in passages:
             entry = polib.POEntry(msgid=text, msgstr="", occurrences=[(document.source, where.replace(" ", ""))])
+            entry.comment = CODE_KINDS.get(kind, "")
             kept = old_entries.get(text)
             if kept is not None:
                 entry.msgstr, entry.flags = kept.msgstr, list(kept.flags)
@@ -357,7 +425,7 @@ def update(base: Path, similarity: float = 0.6) -> dict[str, Counter]:
                 counts["kept"] += 1
             else:
                 best, score = None, similarity
-                for candidate in vanished:
+                for candidate in (c for c in vanished if c.comment == entry.comment):  # a comment from a comment
                     ratio = difflib.SequenceMatcher(None, candidate.msgid, text, autojunk=False).ratio()
                     if ratio >= score:
                         best, score = candidate, ratio
@@ -445,6 +513,31 @@ def first_use_problems(entries: list[tuple[str, str]], terms: list[tuple[str, st
     return problems
 
 
+_CHINESE = re.compile(r"[\u4e00-\u9fff]")
+
+
+def passage_problems(
+    english: str, chinese: str, kind: str, terms: list[tuple[str, str]], comment: str = ""
+) -> list[str]:
+    """What is wrong with ``chinese`` as the translation of the passage ``english`` of ``kind``: its structure,
+    its terms, and for code and labels, what code needs kept (:func:`attnbook.book.code_words.code_problems`)
+    and words left in English without a reason (``english-kept: ...`` in the entry's comment).
+
+    A diagram's label writes a formula among Chinese words in Unicode (``$s_{t-1}$`` as sₜ₋₁: see
+    :meth:`attnbook.diagrams.Diagram.say`), so the formulas and figures of a label that has one are not compared.
+    """
+    problems = structure_problems(english, chinese) + term_problems(english, chinese, terms, comment)
+    if kind == "label" and _MATH.search(english):
+        problems = [p for p in problems if not p.startswith(("math ", "figure "))]
+    if kind in CODE_KINDS:
+        problems += code_words.code_problems(english, chinese, kind)
+        if not _CHINESE.search(chinese) and ENGLISH_KEPT not in comment:
+            problems.append(
+                f"left in English: translate it, or give the reason in the entry's comment ({ENGLISH_KEPT} ...)"
+            )
+    return problems
+
+
 def check(base: Path) -> dict[str, list[str]]:
     """Every problem of every catalogue, by document: missing, fuzzy, broken structure, terms, first uses."""
     terms = glossary_terms(base)
@@ -454,7 +547,7 @@ def check(base: Path) -> dict[str, list[str]]:
         po = load_catalogue(document.catalogue(base))
         entries = {e.msgid: e for e in po if not e.obsolete} if po is not None else {}
         ordered = []
-        for text, where in document.passages(base):
+        for text, where, kind in document.passages(base):
             entry = entries.get(text)
             label = f"{document.source} ({where}) {text[:50]!r}"
             if entry is None or not entry.msgstr.strip():
@@ -462,12 +555,11 @@ def check(base: Path) -> dict[str, list[str]]:
                 continue
             if "fuzzy" in entry.flags:
                 problems.append(f"{label}: fuzzy (translated from an older English text)")
-            for problem in structure_problems(text, entry.msgstr) + term_problems(
-                text, entry.msgstr, terms, entry.tcomment or ""
-            ):
+            for problem in passage_problems(text, entry.msgstr, kind, terms, entry.tcomment or ""):
                 problems.append(f"{label}: {problem}")
-            ordered.append((text, entry.msgstr))
-        if document.source != "_toc.yml" and not document.source.endswith("glossary.md"):
+            if kind == "prose":  # a term is introduced in the prose, never in a comment or a label
+                ordered.append((text, entry.msgstr))
+        if document.source != "_toc.yml" and not document.source.endswith("glossary.md") and ordered:
             problems += [f"{document.source}: {p}" for p in first_use_problems(ordered, terms)]
         if problems:
             found[document.source] = problems
@@ -484,8 +576,13 @@ def translator(document: Document, base: Path, strict: bool = True):
     po = load_catalogue(document.catalogue(base))
     table = {e.msgid: e.msgstr for e in po if e.msgstr and "fuzzy" not in e.flags} if po is not None else {}
 
-    def translate(block: str) -> str:
-        if not translatable(block):
+    def translate(block) -> str:
+        """The translation of a block of prose (a string) or of the words of a code cell (a ``Words``)."""
+        if isinstance(block, code_words.Words):
+            if not code_words.has_words(block.text):
+                return block.text
+            block = block.text
+        elif not translatable(block):
             return block
         if block in table:
             return table[block]
@@ -518,7 +615,9 @@ def translate_text(text: str, translate, source: str = "") -> str:
 
 
 def edition_notebook(document: Document, base: Path, strict: bool = True) -> str:
-    """The Chinese notebook's file contents: the English notebook with its markdown translated."""
+    """The Chinese notebook's file contents: the English notebook with its markdown, its code cells' comments and
+    docstrings translated, and its diagrams drawn in Chinese (the call asks for the language, the output shows
+    it); every other character of the code, every other output and the metadata as they are."""
     import nbformat
 
     nb = nbformat.read(base / document.source, as_version=4)
@@ -528,6 +627,9 @@ def edition_notebook(document: Document, base: Path, strict: bool = True) -> str
         if cell.cell_type == "markdown":
             text = translate_text(cell.source, translate)
             cell.source = "\n".join(badge if _BADGE.match(line) else line for line in text.split("\n"))
+        elif cell.cell_type == "code":
+            cell.source = code_words.translate_code(cell.source, translate)
+    edition_diagrams.localize(nb.cells, LIBRARY_LANGUAGE)
     feedback.localize_notebook(nb, base, document.source, strict)  # setup(language="zh"); the checkers' outputs
     nb.metadata["language"] = LANGUAGE
     return nbformat.writes(nb) + "\n"
@@ -566,7 +668,7 @@ def edition_files(base: Path, strict: bool = True) -> dict[Path, str]:
     """Every file of the Chinese book, by its path under ``zh/``, with its contents."""
     files = {}
     for document in documents(base):
-        if document.source == "_toc.yml":
+        if document.source == "_toc.yml" or isinstance(document, DiagramLabels):  # the toc below; the labels: a table
             continue
         if document.source.endswith(".ipynb"):
             files[Path(document.source)] = edition_notebook(document, base, strict)
@@ -579,9 +681,33 @@ def edition_files(base: Path, strict: bool = True) -> dict[Path, str]:
     return files
 
 
+def library_files(base: Path, strict: bool = True) -> dict[Path, str]:
+    """The files of the library that the catalogues write, by their path in the book: the diagrams' table of
+    labels in the edition's language (what a learner's ``attnbook`` draws with, in Colab too)."""
+    if not (base / edition_diagrams.SOURCE).is_dir():
+        return {}
+    labels = DiagramLabels()
+    po = load_catalogue(labels.catalogue(base))
+    table = {e.msgid: e.msgstr for e in po if e.msgstr and "fuzzy" not in e.flags} if po is not None else {}
+    missing = [text for text, _, _ in labels.passages(base) if text not in table]
+    if strict and missing:
+        raise KeyError(f"{labels.source}: no translation of {missing[0][:60]!r} (and {len(missing) - 1} more)")
+    catalogue = labels.catalogue(Path()).as_posix()
+    return {edition_diagrams.table_path(Path(), LIBRARY_LANGUAGE): edition_diagrams.table_text(table, catalogue)}
+
+
 def build(base: Path, strict: bool = True) -> list[Path]:
-    """Write the Chinese book under ``zh/``; returns the files that changed."""
+    """Write the library's table of diagram labels, then the Chinese book under ``zh/`` (whose notebooks draw
+    their diagrams with it); returns the files that changed."""
+    from attnbook.diagrams import labels
+
     changed = []
+    for relative, text in library_files(base, strict).items():
+        path = base / relative
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            _write(path, text)
+            changed.append(path)
+    labels.cache_clear()
     if feedback.compile_catalogue(base):  # the checkers' messages, shipped with the library
         changed.append(feedback.compiled_path(base))
     for relative, text in edition_files(base, strict).items():
@@ -594,7 +720,7 @@ def build(base: Path, strict: bool = True) -> list[Path]:
 
 def export(base: Path, source: str) -> list[dict]:
     """The passages of one document with their current translations, for a translator's editor."""
-    document = Document(source)
+    document = document_of(base, source)
     po = load_catalogue(document.catalogue(base))
     if po is None:
         raise FileNotFoundError(f"no catalogue for {source}: run `python -m attnbook.book.edition update` first")
@@ -603,6 +729,7 @@ def export(base: Path, source: str) -> list[dict]:
             "id": i,
             "where": e.occurrences[0][1] if e.occurrences else "",
             "fuzzy": "fuzzy" in e.flags,
+            "kind": e.comment or "prose",
             "comment": e.tcomment or "",
             "en": e.msgid,
             "zh": e.msgstr,
@@ -617,12 +744,13 @@ def import_translations(base: Path, source: str, items: list[dict]) -> list[str]
     An item whose English is not a passage of the catalogue is refused, so that
     nothing is filed under an old text.
     """
-    document = Document(source)
+    document = document_of(base, source)
     path = document.catalogue(base)
     po = load_catalogue(path)
     if po is None:
         raise FileNotFoundError(f"no catalogue for {source}: run `python -m attnbook.book.edition update` first")
     entries = {e.msgid: e for e in po}
+    kinds = {passage.text: passage.kind for passage in document.passages(base)}
     terms = glossary_terms(base)
     problems = []
     for item in items:
@@ -637,9 +765,8 @@ def import_translations(base: Path, source: str, items: list[dict]) -> list[str]
         if "fuzzy" in entry.flags:
             entry.flags.remove("fuzzy")
             entry.previous_msgid = None
-        for problem in structure_problems(entry.msgid, entry.msgstr) + term_problems(
-            entry.msgid, entry.msgstr, terms, entry.tcomment or ""
-        ):
+        kind = kinds.get(entry.msgid, "prose")
+        for problem in passage_problems(entry.msgid, entry.msgstr, kind, terms, entry.tcomment or ""):
             problems.append(f"{item['en'][:50]!r}: {problem}")
     _write(path, str(po))
     return problems

@@ -69,12 +69,16 @@ def reviewed_words(base: Path, language: str = edition.LANGUAGE) -> list[str]:
 
 
 def edition_translations(base: Path) -> list[str]:
-    """Every translated passage of the edition's catalogues (the Chinese Markdown)."""
+    """Every translated passage of prose of the edition's catalogues (the Chinese Markdown; not a comment in code,
+    whose ``#`` is no heading, nor a diagram's label)."""
     out = []
+    code = set(edition.CODE_KINDS.values())
     for document in edition.documents(base):
         po = edition.load_catalogue(document.catalogue(base))
         if po is not None:
-            out += [e.msgstr for e in po if e.msgstr and not e.obsolete and "fuzzy" not in e.flags]
+            out += [
+                e.msgstr for e in po if e.msgstr and not e.obsolete and "fuzzy" not in e.flags and e.comment not in code
+            ]
     return out
 
 

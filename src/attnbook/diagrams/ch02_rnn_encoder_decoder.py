@@ -7,14 +7,16 @@ from attnbook.diagrams import Diagram
 __all__ = ["rnn_encoder_decoder"]
 
 
-def rnn_encoder_decoder():
+def rnn_encoder_decoder(language: str | None = None):
     """The encoder reads the source into one vector ``c``; the decoder writes from ``c`` alone.
 
     Unrolled over three source and four target steps, as under teacher forcing
     (the decoder reads the reference shifted right); shapes are per step, for a
     batch of ``B`` sentences.
+
+    Drawn in ``language`` (English by default; see :mod:`attnbook.diagrams`).
     """
-    d = Diagram(15.3, 6.1, scale=0.72)
+    d = Diagram(15.3, 6.1, scale=0.72, language=language)
     enc_x = [1.55, 3.35, 5.15]
     dec_x = [9.35, 11.05, 12.75, 14.45]
     gru_y, emb_y, tok_y, out_y, word_y = 3.0, 1.75, 0.6, 4.3, 5.4
@@ -52,4 +54,4 @@ def rnn_encoder_decoder():
     d.note(3.6, 4.8, "is one vector c of width H, whatever the length.", fontsize=9)
     d.note(3.6, 4.25, "c starts the decoder (s0 = c) and enters every step", fontsize=8)
     d.note(3.6, 3.95, "twice: beside the embedding and in the output layer.", fontsize=8)
-    return d.figure
+    return d.output()

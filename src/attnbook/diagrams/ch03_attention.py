@@ -7,15 +7,17 @@ from attnbook.diagrams import Diagram
 __all__ = ["attention_decoder_step"]
 
 
-def attention_decoder_step():
+def attention_decoder_step(language: str | None = None):
     """Step ``t`` of the attention decoder: the previous state asks, the encoder states answer.
 
     The previous state ``s_{t-1}`` scores every encoder state; a masked softmax
     turns the scores into weights; the weighted sum of the encoder states is
     the context ``c_t``, which enters the GRU step beside the previous word's
     embedding, and the output layer beside the new state.
+
+    Drawn in ``language`` (English by default; see :mod:`attnbook.diagrams`).
     """
-    d = Diagram(15.2, 6.75, scale=0.66)
+    d = Diagram(15.2, 6.75, scale=0.66, language=language)
     d.box("memory", 8.85, 0.55, "encoder states $h_1 \\dots h_S$: keys and values", w=8.0, role="rnn")
     d.box("s_prev", 1.45, 1.95, "previous state $s_{t-1}$", w=2.5, role="rnn")
     d.box("score", 5.3, 1.95, "score $a(s_{t-1}, h_j)$", w=2.5, role="attention")
@@ -41,4 +43,4 @@ def attention_decoder_step():
     d.arrow("gru", "out", shape="$s_t$ (B, H)", label_side="left")
     d.arrow("sum", "out", shape="$c_t$", label_side="right", via=[(14.2, 1.95), (14.2, 6.15)])
     d.arrow("out", (7.6, 6.15), shape="logits of word $t$ (B, V)", label_side="above")
-    return d.figure
+    return d.output()

@@ -7,14 +7,16 @@ from attnbook.diagrams import Diagram
 __all__ = ["queries_keys_values"]
 
 
-def queries_keys_values():
+def queries_keys_values(language: str | None = None):
     """Self-attention: one sequence ``X`` gives the queries, the keys and the values.
 
     Three projections of the same tokens; every query meets every key in a
     ``(T, T)`` grid of scores per sentence; the softmax of each row mixes the
     value rows into one output row per token.
+
+    Drawn in ``language`` (English by default; see :mod:`attnbook.diagrams`).
     """
-    d = Diagram(10.0, 7.5, scale=0.66)
+    d = Diagram(10.0, 7.5, scale=0.66, language=language)
     xq, xk, xv = 2.2, 5.0, 7.8
     box_h = 0.55
     d.box("x", xk, 0.55, "token vectors $X$", w=3.0, role="input")
@@ -34,4 +36,4 @@ def queries_keys_values():
     d.arrow("wv", (xv, 6.1 - box_h / 2), shape="$V$ (B, T, $d_v$)", label_side="right")
     d.box("out", 7.0, 7.15, "one output row per token", w=3.6, h=0.5, role="output")
     d.arrow("mix", "out", shape="(B, T, $d_v$)", label_side="left")
-    return d.figure
+    return d.output()

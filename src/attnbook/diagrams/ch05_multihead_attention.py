@@ -9,15 +9,17 @@ __all__ = ["heads_split_and_merged"]
 _HEAD_FILLS = [PALETTE["attention"], PALETTE["ffn"], PALETTE["embed"], PALETTE["rnn"]]
 
 
-def heads_split_and_merged():
+def heads_split_and_merged(language: str | None = None):
     """Multi-head attention: project, split the width into ``h`` heads, attend per head, merge, mix.
 
     Below the split, one token's ``d`` features coloured by the head that
     receives them: head ``i`` gets the ``i``-th slice of ``d / h`` features.
+
+    Drawn in ``language`` (English by default; see :mod:`attnbook.diagrams`).
     """
     from matplotlib.patches import Rectangle
 
-    d = Diagram(19.2, 5.6, scale=0.6)
+    d = Diagram(19.2, 5.6, scale=0.6, language=language)
     y = 3.2
     d.box("x", 0.75, y, "$X$", w=1.0, role="input")
     d.box("proj", 3.6, y, "$W_q, W_k, W_v$", w=2.0, role="plain")
@@ -47,6 +49,7 @@ def heads_split_and_merged():
     for j in range(8):
         d.ax.add_patch(Rectangle((x0 + j * cell, y0), cell, cell, facecolor=_HEAD_FILLS[j // 2], edgecolor=INK, lw=0.8))
     for i in range(4):
-        d.ax.text(x0 + (2 * i + 1) * cell, y0 - 0.12, f"head {i + 1}", ha="center", va="top", fontsize=7, color=INK)
+        label = d.say(f"head {i + 1}")
+        d.ax.text(x0 + (2 * i + 1) * cell, y0 - 0.12, label, ha="center", va="top", fontsize=7, color=INK)
     d.note(x0 + 8 * cell + 0.2, y0 + cell / 2, "one token's d = 8 features: h = 4 heads get d/h = 2 each", ha="left")
-    return d.figure
+    return d.output()

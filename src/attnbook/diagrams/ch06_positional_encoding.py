@@ -7,17 +7,19 @@ from attnbook.diagrams import Diagram
 __all__ = ["positions_added_to_embeddings"]
 
 
-def positions_added_to_embeddings():
+def positions_added_to_embeddings(language: str | None = None):
     """Token vectors plus position vectors: the only place where order enters the model.
 
     The table has one row per position, the same for every sentence of the
     batch; the sum is what the first layer reads. A small heatmap of the
     sinusoidal table (16 positions, d = 16) stands beside its box.
+
+    Drawn in ``language`` (English by default; see :mod:`attnbook.diagrams`).
     """
     import numpy as np
 
     width, height = 12.6, 6.6
-    d = Diagram(width, height, scale=0.66)
+    d = Diagram(width, height, scale=0.66, language=language)
     xl, xr, xm = 2.0, 6.9, 4.45
     d.box("tokens", xl, 0.55, "token ids", w=2.4, role="input")
     d.box("embed", xl, 2.0, "embedding", w=2.4, role="embed")
@@ -44,7 +46,7 @@ def positions_added_to_embeddings():
     inset.imshow(table, cmap="RdBu", vmin=-1, vmax=1, aspect="auto")
     inset.set_xticks([])
     inset.set_yticks([])
-    inset.set_xlabel("feature →", fontsize=8, color="#444444")
-    inset.set_title("sinusoidal table\nposition ↓", fontsize=8, color="#444444")
+    inset.set_xlabel(d.say("feature →"), fontsize=8, color="#444444")
+    inset.set_title(d.say("sinusoidal table\nposition ↓"), fontsize=8, color="#444444")
     d.arrow("table", (x0 - 0.05, 2.0), dashed=True)
-    return d.figure
+    return d.output()

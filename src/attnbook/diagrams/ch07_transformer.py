@@ -53,9 +53,12 @@ def _stack(d: Diagram, prefix: str, x: float, y0: float, decoder: bool) -> float
     return top - gap
 
 
-def transformer_diagram():
-    """The encoder–decoder Transformer of Vaswani et al. (2017), with the shapes on the arrows."""
-    d = Diagram(10.0, 11.0, scale=0.72, title="The Transformer (post-LN, as in the paper)")
+def transformer_diagram(language: str | None = None):
+    """The encoder–decoder Transformer of Vaswani et al. (2017), with the shapes on the arrows.
+
+    Drawn in ``language`` (English by default; see :mod:`attnbook.diagrams`).
+    """
+    d = Diagram(10.0, 11.0, scale=0.72, title="The Transformer (post-LN, as in the paper)", language=language)
     ex, dx = 2.7, 7.3
     # inputs
     d.box("src", ex, 0.75, "source tokens", w=2.3, h=0.4, role="input")
@@ -99,12 +102,15 @@ def transformer_diagram():
         "pre-LN (norm_first=True): LayerNorm before each sublayer, and one more at the top of each stack",
         fontsize=7.5,
     )
-    return d.figure
+    return d.output()
 
 
-def layers_diagram():
-    """One encoder layer and one decoder layer, every arrow labelled with its shape and the masks named."""
-    d = Diagram(10.6, 8.4, scale=0.8, title="An encoder layer and a decoder layer")
+def layers_diagram(language: str | None = None):
+    """One encoder layer and one decoder layer, every arrow labelled with its shape and the masks named.
+
+    Drawn in ``language`` (English by default; see :mod:`attnbook.diagrams`).
+    """
+    d = Diagram(10.6, 8.4, scale=0.8, title="An encoder layer and a decoder layer", language=language)
     ex, dx = 2.6, 7.6
     w = 2.9
     # encoder layer
@@ -158,4 +164,4 @@ def layers_diagram():
         "Add & Norm: LayerNorm(x + Dropout(sublayer(x))), the residual drawn on the side; d = d_model",
         fontsize=7.5,
     )
-    return d.figure
+    return d.output()
