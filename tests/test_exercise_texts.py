@@ -90,7 +90,7 @@ STATED = {
     "rotate_by_position": (r"without building any \$d \\times d\$ matrix", {"requirement": True}),
     "fastformer_step": (r"the state must not grow", {"compares": "state grows with the length"}),
     "cross_attention_steps": (r"cache", {"requirement": True}),
-    "conv_layers_to_connect": (r"none when \$n = 1\$", {"case": (1,)}),
+    "conv_layers_to_connect": (r"0 when \$n = 1\$", {"case": (1,)}),
 }
 
 
