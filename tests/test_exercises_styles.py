@@ -1874,18 +1874,6 @@ def _extra_cases(name):
 #: A right answer that its checker refuses: (exercise, style) -> (what the checker says, why the answer is right).
 #: Each is kept as an expected failure, strict: the day the checker accepts it, the mark must go.
 FALSE_REFUSALS: dict[tuple[str, str], tuple[str, str]] = {
-    ("alignment_accuracy", "an exact fractions.Fraction"): (
-        "the result should be a number, got Fraction",
-        "the text asks for the share 'as a number', and Fraction(2, 3) is that share exactly",
-    ),
-    ("kv_cache_bytes", "SymPy, the formula evaluated"): (
-        "the result should be a number, got Integer",
-        "a SymPy Integer is a number, equal to the count expected (37748736 against 37748736)",
-    ),
-    ("conv_layers_to_connect", "a breadth-first search over positions, queue.Queue"): (
-        "it handed work to another thread (`queue.Queue.get`)",
-        "the queue is a first-in first-out list used in the learner's own thread; no other thread runs",
-    ),
     ("cross_attention_steps", "NumPy round trip"): (
         "the target's queries were projected 0 times, whether it had 2 positions or 6",
         "the memory is projected once and each query at its own step, in NumPy, which the measure does not see",

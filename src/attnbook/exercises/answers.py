@@ -73,7 +73,8 @@ LOG_SOFTMAX_HOMES = (
     "d2l.*",
 )
 
-#: Work handed to another thread or process, which no watch follows: starting a thread (``threading``, ``_thread``),
+#: Work handed to another thread or process, which no watch follows: starting a thread (``threading``, ``_thread``;
+#: a ``queue.Queue`` alone is a first-in first-out list, fine in one thread),
 #: an executor or a pool (``concurrent.futures``, ``multiprocessing``, ``joblib``), a process (``subprocess``; a fork
 #: or an ``os.system`` is seen through the interpreter's audit events). Every checker refuses them while the learner's
 #: function runs; PyTorch's own intra-op threads are no Python code and run as always.
@@ -83,7 +84,6 @@ THREADS = (
     "threading.Condition.wait",
     "threading.Event.wait",
     "threading.Barrier.wait",
-    "queue.Queue.get",
     "_thread.start_new_thread",
     "concurrent.*",
     "multiprocessing.*",
@@ -92,8 +92,7 @@ THREADS = (
 )
 
 #: What kind of refusal a name in :data:`THREADS` is: the message says "another thread" or "another process".
-KINDS = {name: "thread" for name in THREADS[:8]}
-KINDS |= {"multiprocessing.*": "process", "subprocess.*": "process", "joblib.*": "process"}
+KINDS = {name: "process" if name in ("multiprocessing.*", "subprocess.*", "joblib.*") else "thread" for name in THREADS}
 
 #: For an exercise whose answer is a formula (a count): building any module, or letting PyTorch count, is refused.
 NO_MODEL = ("torch.nn.Module.__init__", "torch.utils.flop_counter.*", "d2l.*")

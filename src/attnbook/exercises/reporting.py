@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 from .wording import Template, english, say
@@ -104,7 +105,8 @@ def _as_tensor_like(value):
 
 def as_number(value) -> int | float | None:
     """``value`` as a Python number, when it is one: an int or a float, a NumPy scalar (``numpy.int64``,
-    ``numpy.float32``), or a 0-d tensor or array that is not boolean. ``None`` for anything else.
+    ``numpy.float32``), a 0-d tensor or array that is not boolean, or any other real number (``fractions.Fraction``,
+    SymPy's numbers: Python's ``numbers.Real``). ``None`` for anything else.
 
     One rule for every exercise that asks for a number: however the learner's code produced it, a number is
     a number (``.item()`` or not).
@@ -113,6 +115,10 @@ def as_number(value) -> int | float | None:
         return None
     if isinstance(value, (int, float)):
         return value
+    if isinstance(value, numbers.Integral) and not _as_tensor_like(value):  # SymPy's Integer, for one
+        return int(value)
+    if isinstance(value, numbers.Real) and not _as_tensor_like(value):  # a Fraction, SymPy's Rational or Float
+        return float(value)
     kind = _as_tensor_like(value)
     if kind is None:
         try:
