@@ -281,7 +281,7 @@ def best_candidate_one_hot(logits, targets, pad_id=0):
     log_probs = F.log_softmax(logits, dim=-1)
     chosen = F.one_hot(targets, logits.shape[-1]).to(log_probs.dtype)
     per_token = torch.einsum("bktv,bktv->bkt", log_probs, chosen)
-    real = targets.ne(pad_id)
+    real = targets != pad_id  # integer ids against the padding id
     scores = torch.where(real, per_token, 0.0).sum(dim=-1) / real.sum(dim=-1)
     return scores, scores.max(dim=-1).indices
 
