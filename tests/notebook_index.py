@@ -34,6 +34,24 @@ def kernel_environment(notebook: Path) -> dict[str, str]:
 LOCAL_PATH = re.compile(r"(/home/|/Users/|/root/|/tmp/|/work/|[A-Z]:\\\\Users|site-packages|\.venv)")
 
 
+def in_float64(fn):
+    """``fn`` as a notebook that computes in float64 runs it: with float64 the default dtype while it runs."""
+    import functools
+
+    import torch
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        saved = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_default_dtype(saved)
+
+    return run
+
+
 def read_notebook(path: Path):
     import nbformat  # here: the tests that read no notebook run without Jupyter (make test-gpu on a GPU box)
 

@@ -16,12 +16,12 @@ import types
 from pathlib import Path
 
 import pytest
-import torch
 
 import attnbook.exercises as exercises
 from attnbook.book import solutions
 from attnbook.exercises import SOLUTION_MISTAKE
 from attnbook.exercises.copies import BOOK_COPY_INSTRUCTIONS, _book_solutions, book_copies
+from notebook_index import in_float64
 
 for _module in pkgutil.iter_modules(exercises.__path__):
     importlib.import_module(f"attnbook.exercises.{_module.name}")
@@ -77,27 +77,13 @@ def _copies(name: str) -> list[tuple[str, object]]:
     float64 = "set_default_dtype(torch.float64)" in notebook.read_text(encoding="utf-8")
 
     def mine(*args, **kwargs):
-        saved = torch.get_default_dtype()
-        torch.set_default_dtype(torch.float64 if float64 else saved)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            torch.set_default_dtype(saved)
+        return fn(*args, **kwargs)
 
-    tries = [("called from one's own", mine)]
+    tries = [("called from one's own", in_float64(mine) if float64 else mine)]
     copies = [("run from the notebook's JSON", fn), ("renamed", renamed), ("a partial", functools.partial(fn))]
     if float64:  # each in the notebook's float64, from a function of one's own
-        copies = [(how, functools.wraps(f)(lambda *a, f=f, **k: _in_float64(f, a, k))) for how, f in copies]
+        copies = [(how, in_float64(f)) for how, f in copies]
     return tries + copies
-
-
-def _in_float64(fn, args, kwargs):
-    saved = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        torch.set_default_dtype(saved)
 
 
 KNOWN = sorted(name for name in CHECKERS if book_copies(name))

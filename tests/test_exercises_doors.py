@@ -45,6 +45,7 @@ from attnbook.exercises import (
 )
 from attnbook.exercises import checking as checking_module
 from attnbook.exercises.copies import book_copies
+from notebook_index import in_float64
 
 for _module in pkgutil.iter_modules(exercises.__path__):
     importlib.import_module(f"attnbook.exercises.{_module.name}")
@@ -98,26 +99,11 @@ def _notebook_solutions(own: bool = False) -> dict:
             exec(compile(module, f"<notebook {path.name}>", "exec"), namespace)
             for name, function in checked:
                 found[name] = (
-                    _in_float64(namespace[function])
+                    in_float64(namespace[function])
                     if "set_default_dtype" in path.read_text()
                     else (namespace[function])
                 )
     return found
-
-
-def _in_float64(fn):
-    """As the notebook runs it: with float64 the default dtype (the notebooks compute in float64)."""
-
-    @functools.wraps(fn)
-    def run(*args, **kwargs):
-        saved = torch.get_default_dtype()
-        torch.set_default_dtype(torch.float64)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            torch.set_default_dtype(saved)
-
-    return run
 
 
 SOLUTIONS = _notebook_solutions()

@@ -41,6 +41,7 @@ from attnbook.attention import MultiHeadAttention, masked_softmax, scaled_dot_pr
 from attnbook.exercises import Case, compare
 from attnbook.fastformer import FastSelfAttention
 from attnbook.masks import causal_mask, padding_mask
+from notebook_index import in_float64
 
 for _module in pkgutil.iter_modules(exercises.__path__):
     importlib.import_module(f"attnbook.exercises.{_module.name}")
@@ -1891,19 +1892,7 @@ def _chapter(name: str) -> str:
 
 def _as_in_its_notebook(name, fn):
     """The answer as its notebook runs it: with float64 the default dtype where the notebook sets it."""
-    if _chapter(name) not in FLOAT64_CHAPTERS:
-        return fn
-
-    @functools.wraps(fn)
-    def run(*args, **kwargs):
-        saved = torch.get_default_dtype()
-        torch.set_default_dtype(torch.float64)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            torch.set_default_dtype(saved)
-
-    return run
+    return in_float64(fn) if _chapter(name) in FLOAT64_CHAPTERS else fn
 
 
 def _value(result):

@@ -266,26 +266,12 @@ def test_few_passes_choose_the_few_passes_recipe_and_many_keep_the_defaults():
 
 
 def test_the_probe_times_the_steps_after_the_untimed_ones_and_leaves_the_random_state():
-    from attnbook.translate.model import model_config
-    from attnbook.translate.tokens import RunTokens
-    from attnbook.translate.train import probe_seconds_per_step
-
-    settings = RunSettings(d_model=16, num_heads=2, num_layers=1, d_ff=32, batch_tokens=160, tokens="words")
-    pairs = generate_pairs(60, seed=3, max_len=8, alignments=False)
-    tokens = RunTokens.learn(pairs, settings, "en", "fr")
-    run_pairs = tokens.pairs(pairs)
-    src_vocab, tgt_vocab = tokens.vocabularies(run_pairs, settings)
-    config = model_config(settings, len(src_vocab), len(tgt_vocab))
     # the clock is read twice: when the untimed steps are done, and PROBE_STEPS steps later; whatever the first
     # steps took (here 50 s: a cold start) is not counted
-    readings = iter([50.0, 50.0 + 0.25 * PROBE_STEPS])
+    readings = [50.0, 50.0 + 0.25 * PROBE_STEPS]
     state = torch.get_rng_state()
-    per_step = probe_seconds_per_step(
-        settings, config, run_pairs, src_vocab, tgt_vocab, torch.device("cpu"), clock=lambda: next(readings)
-    )
-    assert per_step == pytest.approx(0.25)
+    assert _probe_under(None, readings) == pytest.approx(0.25)  # every reading taken, and no more (see below)
     assert torch.equal(torch.get_rng_state(), state)  # the run draws the same random numbers as without the probe
-    assert next(readings, None) is None  # both readings taken, and no more
     assert SKIP_STEPS > 0
 
 
@@ -301,9 +287,11 @@ def _probe_under(limit, readings):
     src_vocab, tgt_vocab = tokens.vocabularies(run_pairs, settings)
     config = model_config(settings, len(src_vocab), len(tgt_vocab))
     clock = iter(readings)
-    return probe_seconds_per_step(
+    per_step = probe_seconds_per_step(
         settings, config, run_pairs, src_vocab, tgt_vocab, torch.device("cpu"), clock=lambda: next(clock), limit=limit
     )
+    assert next(clock, None) is None  # every reading taken, and no more
+    return per_step
 
 
 def test_a_probe_under_a_short_budget_stops_at_its_limit_with_what_it_has_timed():

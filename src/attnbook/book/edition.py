@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from attnbook.book import code_words, edition_diagrams, feedback
+from attnbook.book.catalogues import set_translation
 from attnbook.book.config import badge_markdown, book_root
 from attnbook.book.glossary import glossary_terms
 
@@ -759,12 +760,7 @@ def import_translations(base: Path, source: str, items: list[dict]) -> list[str]
             raise KeyError(f"{source}: not a passage of the catalogue: {item['en'][:60]!r}")
         if not item.get("zh", "").strip():
             continue
-        entry.msgstr = item["zh"]
-        if "comment" in item:
-            entry.tcomment = item["comment"]
-        if "fuzzy" in entry.flags:
-            entry.flags.remove("fuzzy")
-            entry.previous_msgid = None
+        set_translation(entry, item)
         kind = kinds.get(entry.msgid, "prose")
         for problem in passage_problems(entry.msgid, entry.msgstr, kind, terms, entry.tcomment or ""):
             problems.append(f"{item['en'][:50]!r}: {problem}")

@@ -36,6 +36,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attnbook.book.catalogues import set_translation
 from attnbook.book.config import SETUP_TAG, book_root, setup_cell_source
 from attnbook.book.glossary import glossary_terms
 
@@ -426,12 +427,7 @@ def import_translations(base: Path, items: list[dict]) -> list[str]:
             raise KeyError(f"not a message of the catalogue: [{item['kind']}] {item['en'][:60]!r}")
         if not item.get("zh", "").strip():
             continue
-        entry.msgstr = item["zh"]
-        if "comment" in item:
-            entry.tcomment = item["comment"]
-        if "fuzzy" in entry.flags:
-            entry.flags.remove("fuzzy")
-            entry.previous_msgid = None
+        set_translation(entry, item)
         checked = problems(entry.msgid, entry.msgstr, fields.get((item["kind"], item["en"])))
         found += [f"[{item['kind']}] {item['en'][:50]!r}: {p}" for p in checked]
     _write(catalogue_path(base), str(po))
