@@ -48,7 +48,7 @@ def _other_kernels(request):
 #: measures them); the other notebooks that train follow, then the portability runs, then the rest.
 LONGEST_FIRST = ["08_training_a_translator.ipynb", "09_fastformer.ipynb", "03_attention.ipynb", "07_transformer.ipynb"]
 #: Test files that take most of a minute on one worker: they start before the short ones, which fill in around them.
-LONG_TEST_FILES = ["test_translate_real.py"]
+LONG_TEST_FILES = ["test_exact_comparisons.py", "test_translate_real.py"]
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -80,7 +80,36 @@ def _weight(item) -> tuple[int, int]:
     return 4, 0
 
 
+#: The test that runs the library's tests (those not marked slow) inside the shape-dependent rounding.
+RERUN = "tests/test_exact_comparisons.py::test_the_librarys_tests_pass_when_the_last_bits_depend_on_the_shapes"
+
+
+def _run_by_the_rerun(item) -> bool:
+    from other_kernels import LIBRARY_TESTS
+
+    return (
+        item.path.parent == ROOT / "tests" and item.path.name in LIBRARY_TESTS and not item.get_closest_marker("slow")
+    )
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k have chosen
 def pytest_collection_modifyitems(config, items):
+    # A run that includes the rerun runs the library's fast tests there, once, inside the mode and on another
+    # kernel path, rather than a second time here: the same assertions, a minute of the suite saved. Run alone
+    # (pytest tests/test_attention.py), or without the rerun, they run here as usual.
+    if any(item.nodeid == RERUN for item in items):
+        rerun = [item for item in items if _run_by_the_rerun(item)]
+        if rerun:
+            items[:] = [item for item in items if not _run_by_the_rerun(item)]
+            config.hook.pytest_deselected(items=rerun)
     if not hasattr(config, "workerinput"):  # only on an xdist worker
         return
     items.sort(key=_weight)  # stable: every notebook's cells keep their order
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if any(report.nodeid == RERUN for report in terminalreporter.stats.get("passed", [])):
+        terminalreporter.write_line(
+            "the library's tests not marked slow ran once, in test_exact_comparisons.py, inside the shape-dependent "
+            "rounding and on another CPU kernel path (tests/other_kernels.py), and not a second time here"
+        )

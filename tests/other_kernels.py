@@ -26,8 +26,8 @@ one IEEE addition, subtraction, multiplication or division per element, and
 random draws) are left alone, as are views and in-place operations.
 
 ``pytest --other-kernels`` (an option that ``tests/conftest.py`` adds) runs
-every test inside the mode; ``tests/test_portability.py`` runs the library's
-own tests that way, on another CPU kernel path too, inside ``make test``.
+every test inside the mode; ``tests/test_exact_comparisons.py`` runs the library's
+own tests (:data:`LIBRARY_TESTS`) that way, on another CPU kernel path too, inside ``make test``.
 """
 
 from __future__ import annotations
@@ -59,6 +59,26 @@ EXACT = frozenset(
 
 #: The units in the last place given in turn to the shapes one operation meets: consecutive shapes differ.
 UNITS = (1, -1, 2, -2)
+
+
+#: The library's own tests, every file that compares what the library computes. ``make test`` runs those not marked
+#: slow once, inside the mode and on another CPU kernel path (tests/test_exact_comparisons.py), and not a second
+#: time on this machine's own path (tests/conftest.py deselects them there).
+LIBRARY_TESTS = [
+    "test_attention.py",
+    "test_attention_scoring.py",
+    "test_self_attention.py",
+    "test_multihead.py",
+    "test_positional.py",
+    "test_transformer.py",
+    "test_fastformer.py",
+    "test_rnn.py",
+    "test_masks.py",
+    "test_decode.py",
+    "test_beam.py",
+    "test_train.py",
+    "test_metrics.py",
+]
 
 
 class ShapeDependentRounding(TorchDispatchMode):

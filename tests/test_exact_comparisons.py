@@ -21,26 +21,9 @@ import sys
 from pathlib import Path
 
 import torch
-from other_kernels import ShapeDependentRounding
+from other_kernels import LIBRARY_TESTS, ShapeDependentRounding
 
 from notebook_index import OTHER_CPU, ROOT
-
-#: The library's own tests, rerun inside the mode: every file that compares what the library computes.
-LIBRARY_TESTS = [
-    "test_attention.py",
-    "test_attention_scoring.py",
-    "test_self_attention.py",
-    "test_multihead.py",
-    "test_positional.py",
-    "test_transformer.py",
-    "test_fastformer.py",
-    "test_rnn.py",
-    "test_masks.py",
-    "test_decode.py",
-    "test_beam.py",
-    "test_train.py",
-    "test_metrics.py",
-]
 
 _EXACT = re.compile(
     r"rtol\s*=\s*0(?![.\deE])[^)]*atol\s*=\s*0(?![.\deE])|atol\s*=\s*0(?![.\deE])[^)]*rtol\s*=\s*0(?![.\deE])"
