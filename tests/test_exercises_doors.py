@@ -18,6 +18,7 @@ import contextlib
 import functools
 import importlib
 import inspect
+import itertools
 import json
 import math
 import multiprocessing
@@ -840,6 +841,64 @@ def test_keys_reprojected_each_step_by_multiply_and_sum_are_no_cache():
     _right_on_every_case("cross_attention_steps", _keys_reprojected_by_multiply_and_sum)
     result = CHECKERS["cross_attention_steps"](_keys_reprojected_by_multiply_and_sum)
     assert not result and result.mistake == "keys and values projected at every step", result.message
+
+
+def _trim_by_list_index(ids, eos_id=2, pad_id=0):
+    """Each row's first <eos> found by list.index, run by map over the rows in C: no line of Python per row, no
+    PyTorch operation per row, but every number of the batch handed to Python."""
+    rows = map(list.__add__, ids.tolist(), itertools.repeat([eos_id]))  # an <eos> at the end of every row
+    first = torch.tensor(list(map(list.index, rows, itertools.repeat(eos_id))))
+    return ids.masked_fill(torch.arange(ids.shape[1]) > first[:, None], pad_id)
+
+
+def test_per_row_work_in_c_over_tolist_is_a_loop():
+    _right_on_every_case("trim_after_eos", _trim_by_list_index)
+    result = CHECKERS["trim_after_eos"](_trim_by_list_index)
+    assert not result and result.mistake == LOOP_MISTAKE, result.message
+    assert "each number handed to Python, by item() or tolist(), counts as one" in result.message
+
+
+def _numpy_steps(y, memory, src_padding_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads, cache=True, at_once=False):
+    """Chapter 8's cross-attention steps in NumPy: with the memory projected once (``cache``) or at every step,
+    the queries one position at a time or all at once (``at_once``), in place where NumPy allows it."""
+    mem, ys, pad = memory.numpy(), y.numpy(), src_padding_mask.numpy()[:, None, None, :]
+    (B, T, d), d_k = ys.shape, y.shape[-1] // num_heads
+
+    def heads(x):
+        return x.reshape(B, -1, num_heads, d_k).transpose(0, 2, 1, 3)
+
+    def project(x, w, b):
+        out = np.einsum("bsd,de->bse", x, w.numpy())
+        out += b.numpy()
+        return out
+
+    keys, values = heads(project(mem, w_k, b_k)), heads(project(mem, w_v, b_v))
+    queries = heads(project(ys, w_q, b_q)) if at_once else None
+    out = np.zeros_like(ys)
+    for t in range(T):
+        if not cache:
+            keys, values = heads(project(mem, w_k, b_k)), heads(project(mem, w_v, b_v))
+        q = queries[:, :, t : t + 1] if at_once else heads(project(ys[:, t : t + 1], w_q, b_q))
+        scores = np.where(pad, -np.inf, np.matmul(q, keys.transpose(0, 1, 3, 2)) / math.sqrt(d_k))
+        weights = np.exp(scores - scores.max(-1, keepdims=True))
+        weights /= weights.sum(-1, keepdims=True)
+        out[:, t] = (weights @ values).transpose(0, 2, 1, 3).reshape(B, d)
+    return torch.as_tensor(out)
+
+
+@pytest.mark.parametrize(
+    "options, mistake",
+    [
+        ({}, None),
+        ({"cache": False}, "keys and values projected at every step"),
+        ({"at_once": True}, "the whole target at once"),
+    ],
+)
+def test_a_cache_kept_in_numpy_is_measured_as_one_kept_in_pytorch(options, mistake):
+    answer = functools.partial(_numpy_steps, **options)
+    _right_on_every_case("cross_attention_steps", answer)
+    result = CHECKERS["cross_attention_steps"](answer)
+    assert bool(result) == (mistake is None) and result.mistake == mistake, result.message
 
 
 def test_a_triple_loop_and_kl_div_no_longer_pass_best_candidate():

@@ -1874,12 +1874,7 @@ def _extra_cases(name):
 
 #: A right answer that its checker refuses: (exercise, style) -> (what the checker says, why the answer is right).
 #: Each is kept as an expected failure, strict: the day the checker accepts it, the mark must go.
-FALSE_REFUSALS: dict[tuple[str, str], tuple[str, str]] = {
-    ("cross_attention_steps", "NumPy round trip"): (
-        "the target's queries were projected 0 times, whether it had 2 positions or 6",
-        "the memory is projected once and each query at its own step, in NumPy, which the measure does not see",
-    ),
-}
+FALSE_REFUSALS: dict[tuple[str, str], tuple[str, str]] = {}
 
 
 class FalseRefusal(Exception):

@@ -35,8 +35,10 @@ def count_projections(fn, args, named: dict, projections: dict) -> dict[str, int
     to (the data, the weights that project it): ``{"memory": ("memory", {"w_k", "w_v"})}``. Every tensor is labelled
     with the named inputs it was computed from, the labels follow each operation, and an operation that first
     brings the data and one of its weights together counts as one projection, whatever operation it is (a matrix
-    product, an einsum, a multiply then a sum).
+    product, an einsum, a multiply then a sum). The labels follow the data into NumPy too (``tensor.numpy()``, and
+    back through ``torch.as_tensor`` or ``torch.tensor``), so that work done there is counted as well.
     """
+    from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
 
@@ -44,24 +46,107 @@ def count_projections(fn, args, named: dict, projections: dict) -> dict[str, int
     kept = list(named.values())  # alive, so that no id is reused
     counts = dict.fromkeys(projections, 0)
 
+    def met(found: list[set]) -> set:
+        for count, (data, weights) in projections.items():
+            if _meets(found, data, weights):
+                counts[count] += 1
+        return set().union(*found) if found else set()
+
     class Labels(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             inputs = [t for t in tree_flatten((args, kwargs or {}))[0] if isinstance(t, torch.Tensor)]
-            found = [labels.get(id(t), set()) for t in inputs]
-            seen = set().union(*found) if found else set()
-            for count, (data, weights) in projections.items():
-                if _meets(found, data, weights):
-                    counts[count] += 1
+            seen = met([labels.get(id(t), set()) for t in inputs])
             for t in tree_flatten(out)[0]:
                 if isinstance(t, torch.Tensor):
                     labels[id(t)] = labels.get(id(t), set()) | seen
                     kept.append(t)
             return out
 
-    with torch.no_grad(), Labels():
+    class Crossings(TorchFunctionMode):
+        """Tensors into NumPy arrays that keep their labels (:class:`_Followed`), and such arrays back."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func is torch.Tensor.numpy and isinstance(out, np.ndarray):
+                out = out.view(_Followed)
+                out.labels, out.met = set(labels.get(id(args[0]), set())), met
+            elif func in (torch.as_tensor, torch.tensor) and isinstance(out, torch.Tensor):
+                arrays = [a for a in _flat(args[:1]) if isinstance(a, _Followed)]
+                if arrays:
+                    labels[id(out)] = labels.get(id(out), set()).union(*(a.labels for a in arrays))
+                    kept.append(out)
+            return out
+
+    with torch.no_grad(), Labels(), Crossings():
         fn(*args)
     return counts
+
+
+def _flat(value) -> list:
+    """The leaves of nested lists and tuples."""
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in _flat(item)]
+    return [value]
+
+
+class _Followed(np.ndarray):
+    """A NumPy array that carries the labels of :func:`count_projections` through NumPy: every ufunc (``@``, ``+``,
+    ``exp``, a reduction, in place or not) and every function (``einsum``, ``where``, ``concatenate``) reports the
+    labels its inputs bring together, and its results carry their union; views, copies and assignments keep them."""
+
+    labels: set
+    met = None
+
+    def __array_finalize__(self, obj) -> None:
+        self.labels = set(getattr(obj, "labels", set()))
+        self.met = getattr(obj, "met", None)
+
+    def _meet(self, values) -> set:
+        found = [set(a.labels) for a in _flat(list(values)) if isinstance(a, _Followed)]
+        return self.met(found) if self.met is not None else set().union(*found)
+
+    def _result(self, out, seen: set):
+        if isinstance(out, tuple):
+            return tuple(self._result(o, seen) for o in out)
+        if isinstance(out, np.ndarray):
+            out = out.view(_Followed)
+            out.labels, out.met = set(seen), self.met
+        return out
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        given = kwargs.get("out")
+        if given:
+            kwargs = {**kwargs, "out": tuple(_plain(a) for a in given)}
+        seen = self._meet(list(inputs) + list(given or ()))
+        out = getattr(ufunc, method)(*(_plain(a) for a in inputs), **kwargs)
+        if not given:
+            return self._result(out, seen)
+        for a in given:
+            if isinstance(a, _Followed):
+                a.labels |= seen
+        return given[0] if len(given) == 1 else given
+
+    def __array_function__(self, func, types, args, kwargs):
+        seen = self._meet(list(args) + list(kwargs.values()))
+        return self._result(func(*_unwrap(args), **_unwrap(kwargs)), seen)
+
+    def __setitem__(self, key, value) -> None:
+        super().__setitem__(key, _plain(value))
+        if isinstance(value, _Followed):
+            self.labels |= value.labels
+
+
+def _plain(a):
+    return a.view(np.ndarray) if isinstance(a, _Followed) else a
+
+
+def _unwrap(value):
+    if isinstance(value, dict):
+        return {k: _unwrap(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_unwrap(v) for v in value)
+    return _plain(value)
 
 
 def shapes_made(fn, args) -> list[tuple[int, ...]]:

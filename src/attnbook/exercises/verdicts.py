@@ -90,7 +90,8 @@ LOOP_RAISED = Template(
 )
 LOOP = Template(
     "✗ {name}: the answers are right, but the work grows with the number of {what}: {few_ops} PyTorch operations "
-    "and {few_lines} lines of your Python for {small} {what}, {many_ops} and {many_lines} for {large}. That is a "
+    "(each number handed to Python, by item() or tolist(), counts as one) and {few_lines} lines of your Python for "
+    "{small} {what}, {many_ops} and {many_lines} for {large}. That is a "
     "Python loop over {what}, and the exercise asks for none: let one tensor operation handle them all at once "
     "(broadcasting, a mask, gather, cumsum...)." + _MISTAKE,
     "verdict",

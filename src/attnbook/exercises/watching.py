@@ -36,8 +36,7 @@ _SAME_STEP = {"LOAD_METHOD": "LOAD_ATTR", "PRECALL": "CALL"}  # two spellings of
 
 _HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
 
-#: A copy is known by its fingerprint only when its bytecode is this long: a few instructions may be a learner's own.
-_MIN_BYTECODE = 24
+_MIN_BYTECODE = 24  # a copy is known by its fingerprint from this length of bytecode: a few may be a learner's own
 
 #: Audit events (``sys.addaudithook``) that start another process; while a checker watches, each is refused.
 _PROCESS_EVENTS = frozenset(
@@ -275,7 +274,7 @@ class Record:
     """What a learner's function did while a checker watched it."""
 
     hits: list[tuple[str, str]] = field(default_factory=list)  # (what was called, the refused answer it is)
-    ops: int = 0  # PyTorch operations dispatched to ATen
+    ops: int = 0  # PyTorch operations dispatched to ATen, and each number tolist() hands to Python (item() is one)
     lines: int = 0  # Python lines run in the learner's own code (counted only when asked)
     tampered: list[str] = field(default_factory=list)  # what happened to the watch itself
 
@@ -299,12 +298,14 @@ def _modes(refusals: Refusals, record: Record):
     dispatch_depth, function_depth = torch._C._len_torch_dispatch_stack, torch._C._len_torch_function_stack
     function_on = torch._C._is_torch_function_mode_enabled
 
-    inside = [0]  # > 0 while the dispatch mode's own handler runs (and has popped itself off its stack)
+    inside, tolist = [0], torch.Tensor.tolist  # inside > 0 while the dispatch mode's own handler runs
 
     class _Functions(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             if not inside[0] and (dispatch_depth() == 0 or excluded(python_key)):  # the dispatch mode was taken away
                 record.tamper(said.DISPATCH_OFF)
+            if func is tolist:  # n numbers out in one call: the work of n item() calls, each an operation
+                record.ops += args[0].numel()
             if ops:
                 name = _op_name(func)
                 if name in ops:
