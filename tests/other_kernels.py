@@ -113,19 +113,41 @@ class ShapeDependentRounding(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if self.leaves_alone(func):
+        if self.leaves_alone(func) or not any(_rounded(t) for t in _tensors(out)):
             return out
-        shapes = tuple(
-            tuple(a.shape) for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)
-        )
-        k = self.unit(str(func), shapes)
+        k = self.unit(str(func), tuple(tuple(a.shape) for a in _tensors((args, kwargs))))
 
-        def perturb(t: torch.Tensor) -> torch.Tensor:
-            if not t.is_floating_point() or t.numel() == 0 or t.device.type == "meta":
+        def perturb(t):
+            if not _rounded(t):
                 return t
             self.perturbed += 1
-            rounded = t * (1 + k * torch.finfo(t.dtype).eps)
+            eps = _EPS.get(t.dtype) or _EPS.setdefault(t.dtype, torch.finfo(t.dtype).eps)
+            rounded = t * (1 + k * eps)
             # a whole number (0, 1, a count) is exact on every processor: cos(0), exp(0), a sum of integers
             return torch.where(t == t.round(), t, rounded)
 
+        if isinstance(out, torch.Tensor):
+            return perturb(out)
+        if type(out) in (tuple, list):
+            return type(out)(perturb(t) for t in out)
         return tree_map_only(torch.Tensor, perturb, out)
+
+
+_EPS: dict = {}  # dtype -> its machine epsilon
+
+
+def _tensors(value):
+    """The tensors in nested tuples, lists and dicts, in the order PyTorch's pytree flattens them."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item)
+
+
+def _rounded(t) -> bool:
+    """Whether the mode may change ``t``: a non-empty floating-point tensor with data."""
+    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() != 0 and t.device.type != "meta"
