@@ -7,7 +7,7 @@
 #               the models on a CUDA GPU; each is skipped, saying why, where PyTorch sees none
 # Other targets: make book-zh (the Chinese edition alone), make env, make lab (JupyterLab on localhost, in notebooks/),
 # make execute (re-run every notebook in place), make portability (rerun the long
-# training notebooks whole on another CPU's kernel path, ~12 minutes), make bench (the benchmarks in
+# training notebooks whole on another CPU's kernel path, ~14 minutes), make bench (the benchmarks in
 # tests/benchmarks, kept out of the timed tests, then one summary table), make clean.
 
 PYTHON ?= python3

@@ -31,7 +31,7 @@ cost:
   nbval runs these notebooks on this machine's own path.
 
 The long training notebooks (:data:`LONG_TRAINING_NOTEBOOKS`) rerun whole on
-the other path too, in tests marked ``long_rerun``: about twelve minutes on two
+the other path too, in tests marked ``long_rerun``: about fourteen minutes on two
 cores, too slow for the timed suite, so ``make test`` deselects them (see
 pyproject.toml) and ``make portability`` runs them (``pytest -m long_rerun``).
 Run it after changing how a chapter trains. One notebook alone:
@@ -67,7 +67,7 @@ CHEAP_TRAINING_NOTEBOOKS = [
     p for p in TRAINING_NOTEBOOKS if p.stem in {"05_multihead_attention", "06_positional_encoding", "07_transformer"}
 ]
 
-#: The other notebooks that train (one to four minutes each, about twelve minutes in all on two workers):
+#: The other notebooks that train (one to four minutes each, about fourteen minutes in all on two workers):
 #: rerun whole by ``make portability`` (the ``long_rerun`` mark), not by ``make test``.
 LONG_TRAINING_NOTEBOOKS = [p for p in TRAINING_NOTEBOOKS if p not in CHEAP_TRAINING_NOTEBOOKS]
 
