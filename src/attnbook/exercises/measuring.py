@@ -18,6 +18,7 @@ import types
 
 import numpy as np
 import torch
+from torch.utils._pytree import tree_leaves, tree_map
 
 __all__ = ["count_projections", "state_size", "shapes_made"]
 
@@ -72,7 +73,7 @@ def count_projections(fn, args, named: dict, projections: dict) -> dict[str, int
                 out = out.view(_Followed)
                 out.labels, out.met = set(labels.get(id(args[0]), set())), met
             elif func in (torch.as_tensor, torch.tensor) and isinstance(out, torch.Tensor):
-                arrays = [a for a in _flat(args[:1]) if isinstance(a, _Followed)]
+                arrays = [a for a in tree_leaves(args[:1]) if isinstance(a, _Followed)]
                 if arrays:
                     labels[id(out)] = labels.get(id(out), set()).union(*(a.labels for a in arrays))
                     kept.append(out)
@@ -81,13 +82,6 @@ def count_projections(fn, args, named: dict, projections: dict) -> dict[str, int
     with torch.no_grad(), Labels(), Crossings():
         fn(*args)
     return counts
-
-
-def _flat(value) -> list:
-    """The leaves of nested lists and tuples."""
-    if isinstance(value, (list, tuple)):
-        return [leaf for item in value for leaf in _flat(item)]
-    return [value]
 
 
 class _Followed(np.ndarray):
@@ -103,7 +97,7 @@ class _Followed(np.ndarray):
         self.met = getattr(obj, "met", None)
 
     def _meet(self, values) -> set:
-        found = [set(a.labels) for a in _flat(list(values)) if isinstance(a, _Followed)]
+        found = [set(a.labels) for a in tree_leaves(list(values)) if isinstance(a, _Followed)]
         return self.met(found) if self.met is not None else set().union(*found)
 
     def _result(self, out, seen: set):
@@ -129,7 +123,7 @@ class _Followed(np.ndarray):
 
     def __array_function__(self, func, types, args, kwargs):
         seen = self._meet(list(args) + list(kwargs.values()))
-        return self._result(func(*_unwrap(args), **_unwrap(kwargs)), seen)
+        return self._result(func(*tree_map(_plain, args), **tree_map(_plain, kwargs)), seen)
 
     def __setitem__(self, key, value) -> None:
         super().__setitem__(key, _plain(value))
@@ -139,14 +133,6 @@ class _Followed(np.ndarray):
 
 def _plain(a):
     return a.view(np.ndarray) if isinstance(a, _Followed) else a
-
-
-def _unwrap(value):
-    if isinstance(value, dict):
-        return {k: _unwrap(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_unwrap(v) for v in value)
-    return _plain(value)
 
 
 def shapes_made(fn, args) -> list[tuple[int, ...]]:
