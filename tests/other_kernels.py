@@ -102,9 +102,11 @@ class ShapeDependentRounding(TorchDispatchMode):
         known = self._alone.get(func)
         if known is None:
             schema = func._schema
+            name = func.overloadpacket.__name__
             known = self._alone[func] = (
-                func.overloadpacket.__name__.lstrip("_") in EXACT
-                or func.overloadpacket.__name__ in EXACT
+                name.lstrip("_") in EXACT
+                or name in EXACT
+                or name.removeprefix("_foreach_") in EXACT  # the same, one call for a list of tensors
                 or schema.is_mutable
                 or any(r.alias_info is not None for r in schema.returns)
             )
