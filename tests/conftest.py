@@ -47,8 +47,24 @@ def _other_kernels(request):
 #: The notebooks that take longest under nbval, longest first (tests/benchmarks/bench_notebooks.py
 #: measures them); the other notebooks that train follow, then the portability runs, then the rest.
 LONGEST_FIRST = ["08_training_a_translator.ipynb", "09_fastformer.ipynb", "03_attention.ipynb", "07_transformer.ipynb"]
-#: Test files that take most of a minute on one worker: they start before the short ones, which fill in around them.
-LONG_TEST_FILES = ["test_exact_comparisons.py", "test_translate_real.py"]
+#: Test files that take ten seconds or more on one worker, longest first (a full run's --durations, summed by file):
+#: they start before the short ones, which fill in around them, so that neither worker is left at the end with
+#: a long file while the other has nothing left to do.
+LONG_TEST_FILES = [
+    "test_exact_comparisons.py",
+    "test_translate_real.py",
+    "test_book.py",
+    "test_translate_cli.py",
+    "test_edition.py",
+    "test_exercises_doors.py",
+    "test_strict_warnings.py",
+    "test_exercises_in_chinese.py",
+    "test_train.py",
+    "test_data_corpus.py",
+    "test_translate_ddp.py",
+    "test_jupyter.py",
+    "test_translate_recipe.py",
+]
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -50,6 +50,7 @@ def test_the_command_line_says_whether_the_file_is_in_step(tmp_path, capsys):
     assert "no notebooks folder" in capsys.readouterr().err
 
 
+@functools.cache
 def _notebook_imports(notebook: Path) -> str:
     """Every import statement of the notebook's code cells, as a learner's kernel would have run them."""
     found = []
@@ -63,7 +64,8 @@ def _notebook_imports(notebook: Path) -> str:
     return "\n".join(found)
 
 
-def _copies(name: str) -> list[tuple[str, object]]:
+@functools.cache
+def _copies(name: str) -> dict[str, object]:
     """The solution cell's function as a learner who copied it could submit it: its definitions run from the
     notebook's JSON (with the notebook's imports, and its default dtype) under another file name, renamed, called
     from a function of their own, or through ``functools.partial``."""
@@ -79,19 +81,24 @@ def _copies(name: str) -> list[tuple[str, object]]:
     def mine(*args, **kwargs):
         return fn(*args, **kwargs)
 
-    tries = [("called from one's own", in_float64(mine) if float64 else mine)]
-    copies = [("run from the notebook's JSON", fn), ("renamed", renamed), ("a partial", functools.partial(fn))]
+    tries = {"called from one's own": in_float64(mine) if float64 else mine}
+    copies = {"run from the notebook's JSON": fn, "renamed": renamed, "a partial": functools.partial(fn)}
     if float64:  # each in the notebook's float64, from a function of one's own
-        copies = [(how, in_float64(f)) for how, f in copies]
-    return tries + copies
+        copies = {how: in_float64(f) for how, f in copies.items()}
+    assert tries.keys() | copies.keys() == set(HOWS)
+    return tries | copies
 
 
+#: How a learner who copied the solution cell could submit it (:func:`_copies` builds each, when a test needs it:
+#: running a notebook's imports takes seconds, which collecting the tests on every worker should not).
+HOWS = ["called from one's own", "run from the notebook's JSON", "renamed", "a partial"]
 KNOWN = sorted(name for name in CHECKERS if book_copies(name))
-TRIES = [(name, how, fn) for name in KNOWN for how, fn in _copies(name)]
+TRIES = [(name, how) for name in KNOWN for how in HOWS]
 
 
-@pytest.mark.parametrize(("name", "how", "fn"), TRIES, ids=[f"{n}: {h}" for n, h, _ in TRIES])
-def test_a_copy_of_the_solution_cell_earns_no_tick(name, how, fn):
+@pytest.mark.parametrize(("name", "how"), TRIES, ids=[f"{n}: {h}" for n, h in TRIES])
+def test_a_copy_of_the_solution_cell_earns_no_tick(name, how):
+    fn = _copies(name)[how]
     result = CHECKERS[name](fn)
     assert not result.passed and result.mistake == SOLUTION_MISTAKE, result.message
     assert "the book's solution" in result.message and "no tick" in result.message
