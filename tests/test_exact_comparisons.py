@@ -157,6 +157,8 @@ def test_the_librarys_tests_pass_when_the_last_bits_depend_on_the_shapes():
         "--other-kernels",
         "-p",
         "no:cacheprovider",
+        "-p",
+        "no:nbval",  # no notebook among these tests: the plugin's imports (nbformat, jupyter_client) cost seconds
         "-q",
         "-rf",
         "--color=no",
