@@ -62,13 +62,14 @@ QUICK_NOTEBOOKS = [p for p in NOTEBOOKS if p not in TRAINING_NOTEBOOKS]
 #: 24 steps show that a model's arithmetic agrees on both paths; whether a chapter's own, longer training is
 #: stable enough to keep it so only a whole rerun shows (chapter 7's reverser once trained post-LN at 3e-3,
 #: and after its 480 steps the two paths' float64 runs ended with validation losses 0.043 and 0.140:
-#: tests/benchmarks/training_stability.py). The other training notebooks take under a minute to about three and a half minutes each.
+#: tests/benchmarks/training_stability.py). The other training notebooks take under a minute to about three and a
+#: half minutes each.
 CHEAP_TRAINING_NOTEBOOKS = [
     p for p in TRAINING_NOTEBOOKS if p.stem in {"05_multihead_attention", "06_positional_encoding", "07_transformer"}
 ]
 
-#: The other notebooks that train (under a minute to about three and a half minutes each, about fourteen minutes in all on two workers):
-#: rerun whole by ``make portability`` (the ``long_rerun`` mark), not by ``make test``.
+#: The other notebooks that train (under a minute to about three and a half minutes each, about fourteen minutes in
+#: all on two workers): rerun whole by ``make portability`` (the ``long_rerun`` mark), not by ``make test``.
 LONG_TRAINING_NOTEBOOKS = [p for p in TRAINING_NOTEBOOKS if p not in CHEAP_TRAINING_NOTEBOOKS]
 
 #: How far apart the two paths may end up in float64, relative: the chapters print trained figures
