@@ -266,25 +266,30 @@ def test_training_is_deterministic():
 def test_the_default_adam_updates_as_pytorchs_per_tensor_loop_bit_for_bit():
     """train's Adam and paper_optimizer's take one call per step of the formula for all tensors (``foreach``): the
     stored chapters were trained with PyTorch's per-tensor loop, and must train to the same weights."""
-    weights = {}
-    for name, foreach in (("ours", None), ("per tensor", False)):
+
+    def trained(recipe=None):
         model = _model(dropout=0.2)
-        if foreach is None:
-            optimizer, scheduler = paper_optimizer(model, d_model=24, warmup=10)
-            assert optimizer.defaults["foreach"] is True
-        else:
-            optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, foreach=False)
-            scheduler = NoamSchedule(optimizer, 24, 10)
-        train(model, TRAIN[:3], epochs=2, optimizer=optimizer, scheduler=scheduler, plot=False, verbose=False)
-        weights[name] = model.state_dict()
-        default = _model()
-        own = None if foreach is None else torch.optim.Adam(default.parameters(), lr=1e-2, foreach=False)
-        train(default, TRAIN[:3], epochs=1, lr=1e-2, optimizer=own, plot=False, verbose=False)
-        weights[name, "default"] = default.state_dict()
-    for run in ("ours", ("ours", "default")):
-        other = ("per tensor", "default") if isinstance(run, tuple) else "per tensor"
+        optimizer, scheduler = recipe(model) if recipe else (None, None)
+        train(model, TRAIN[:3], epochs=2, lr=1e-2, optimizer=optimizer, scheduler=scheduler, plot=False, verbose=False)
+        return model.state_dict()
+
+    def per_tensor(model, noam=False):
+        if not noam:
+            return torch.optim.Adam(model.parameters(), lr=1e-2, foreach=False), None
+        optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, foreach=False)
+        return optimizer, NoamSchedule(optimizer, 24, 10)
+
+    assert paper_optimizer(_model(), d_model=24, warmup=10)[0].defaults["foreach"] is True
+    pairs = {
+        "train's default": (trained(), trained(per_tensor)),
+        "paper_optimizer": (
+            trained(lambda model: paper_optimizer(model, d_model=24, warmup=10)),
+            trained(lambda model: per_tensor(model, noam=True)),
+        ),
+    }
+    for name, (ours, theirs) in pairs.items():
         # exact: the same element-wise operations on the same numbers, one tensor at a time or in one call
-        assert all(torch.equal(weights[run][k], weights[other][k]) for k in weights[run]), run
+        assert all(torch.equal(ours[k], theirs[k]) for k in ours), name
 
 
 def test_a_function_of_the_epoch_gives_fresh_batches_each_epoch():

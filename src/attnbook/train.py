@@ -243,10 +243,11 @@ class NoamSchedule(torch.optim.lr_scheduler.LRScheduler):
     _get_closed_form_lr = get_lr
 
 
-#: Adam updates all its tensors with one operation per step of its formula (``foreach``), not one per tensor: the
-#: same arithmetic, element for element, as the per-tensor loop PyTorch picks by default on a CPU, with a tenth of
-#: the calls, which a small model's step feels (tests/test_train.py holds the two equal bit for bit).
-_FOREACH = True
+def _adam(parameters, **options) -> torch.optim.Adam:
+    """Adam updating all its tensors with one operation per step of its formula (``foreach``), not one per tensor:
+    the same arithmetic, element for element, as the per-tensor loop PyTorch picks by default on a CPU, with a tenth
+    of the calls, which a small model's step feels (tests/test_train.py holds the two equal bit for bit)."""
+    return torch.optim.Adam(parameters, foreach=True, **options)
 
 
 def paper_optimizer(
@@ -268,7 +269,7 @@ def paper_optimizer(
         d_model = getattr(getattr(model, "config", None), "d_model", None)
         if d_model is None:
             raise ValueError(f"{type(model).__name__} has no config.d_model; pass d_model= explicitly")
-    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=betas, eps=eps, foreach=_FOREACH)
+    optimizer = _adam(model.parameters(), lr=1.0, betas=betas, eps=eps)
     return optimizer, NoamSchedule(optimizer, d_model, warmup, factor)
 
 
@@ -449,7 +450,7 @@ def train(
     pad_id = getattr(getattr(model, "config", None), "pad_id", 0)
     device = _device_of(model)
     torch.manual_seed(SEED)
-    optimizer = optimizer or torch.optim.Adam(model.parameters(), lr=lr, foreach=_FOREACH)
+    optimizer = optimizer or _adam(model.parameters(), lr=lr)
     history = History()
     figure = _figure_of(history, plot, title)
     step_hooks = [hook for hook in (figure and figure.on_step, on_step) if hook is not None]
