@@ -21,16 +21,27 @@ The kernels nbval starts inherit this process's environment:
   The variables are set only while nbval starts the notebook's kernel, so no
   other test's process inherits them.
 
+- every kernel this process starts shares one folder of remembered training
+  runs (``attnbook.train_cache``, removed when the process ends): a notebook
+  that trains what an earlier one trained, bit for bit (chapter 8 trains
+  chapter 3's attention RNN, chapter 3 the first epochs of chapter 2's model),
+  reads the run back instead of making it again. ``tests/conftest.py`` runs
+  those notebooks in order on one worker.
+
 This file sits beside the notebooks so that it applies both to ``make test``
 and to ``pytest notebooks/NN_topic.ipynb``.
 """
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from attnbook import train_cache
 from attnbook.book.execute import environment
 
 _TESTS = Path(__file__).resolve().parents[1] / "tests"
@@ -48,9 +59,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+_RUNS = tempfile.mkdtemp(prefix="attnbook-runs-")  # this process's remembered runs
+atexit.register(shutil.rmtree, _RUNS, ignore_errors=True)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
-    """nbval starts a notebook's kernel while its first cell is set up: give that kernel its kernel path."""
+    """nbval starts a notebook's kernel while its first cell is set up: give that kernel its kernel path, and the
+    folder of remembered runs."""
     path = Path(str(item.fspath))
-    with environment(kernel_environment(path) if path.suffix == ".ipynb" else {}):
+    changes = {**kernel_environment(path), train_cache.ENV: _RUNS} if path.suffix == ".ipynb" else {}
+    with environment(changes):
         yield

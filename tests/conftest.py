@@ -37,16 +37,21 @@ def _other_kernels(request):
 
 # --- Two workers (pytest-xdist, `-n 2 --dist loadfile` in pyproject's addopts) --------------
 # A notebook's cells share one kernel and run in order, so each file stays on one worker
-# (loadfile). Two refinements, used whenever this conftest is loaded (`make test`):
+# (loadfile). Three refinements, used whenever this conftest is loaded (`make test`):
 # the portability runs, one independent subprocess per notebook, spread over the workers
-# instead of all landing on the worker that gets tests/test_portability.py; and the longest
-# groups start first (--no-loadscope-reorder keeps the order below), so that no worker is
-# left alone with a long notebook at the end. xdist hands each worker two groups at the
-# start, so the first four of LONGEST_FIRST start at once, two on each worker.
+# instead of all landing on the worker that gets tests/test_portability.py; the notebooks
+# of SHARED_RUNS kept together, in order, on one worker; and the longest groups start first
+# (--no-loadscope-reorder keeps the order below), so that no worker is left alone with a
+# long notebook at the end. xdist hands each worker two groups at the start, so SHARED_RUNS
+# and the first three of the other long notebooks start at once, two on each worker.
 
 #: The notebooks that take longest under nbval, longest first (tests/benchmarks/bench_notebooks.py
 #: measures them); the other notebooks that train follow, then the portability runs, then the rest.
 LONGEST_FIRST = ["08_training_a_translator.ipynb", "09_fastformer.ipynb", "03_attention.ipynb", "07_transformer.ipynb"]
+#: Notebooks that train what an earlier one trained (chapter 3 the first epochs of chapter 2's model, chapter 8
+#: chapter 3's attention RNN): one work unit, in this order, so that each reads back the runs the earlier ones
+#: made (attnbook.train_cache, notebooks/conftest.py) instead of making them again. They start first.
+SHARED_RUNS = ["02_rnn_encoder_decoder.ipynb", "03_attention.ipynb", "08_training_a_translator.ipynb"]
 #: Test files that take ten seconds or more on one worker, longest first (a full run's --durations, summed by file):
 #: they start before the short ones, which fill in around them, so that neither worker is left at the end with
 #: a long file while the other has nothing left to do.
@@ -76,6 +81,8 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.startswith("tests/test_portability.py::") and "[" in nodeid:
                 return nodeid  # one portability run per work unit
+            if nodeid.partition("::")[0].removeprefix("notebooks/") in SHARED_RUNS:
+                return "notebooks/" + "+".join(SHARED_RUNS)
             return super()._split_scope(nodeid)
 
     return NotebookScheduling(config, log)
@@ -83,6 +90,8 @@ def pytest_xdist_make_scheduler(config, log):
 
 def _weight(item) -> tuple[int, int]:
     if item.path.suffix == ".ipynb":
+        if item.path.name in SHARED_RUNS:
+            return -1, SHARED_RUNS.index(item.path.name)
         if item.path.name in LONGEST_FIRST:
             return 0, LONGEST_FIRST.index(item.path.name)
         from notebook_index import TRAINING_NOTEBOOKS  # only when notebooks are collected: it reads them all

@@ -384,8 +384,10 @@ def test_the_one_sentence_beam_search_has_the_batched_ones_default_length(name):
     model = MODELS[name]()
     batch = make_batch(SOURCES, [[4]] * len(SOURCES))
     batched = beam_search(model, batch.src, batch.src_padding_mask, beam_size=2, alpha=0.6, n_best=1)
-    for row, src in enumerate(SOURCES):
-        alone = beam_search_sentence(model, torch.tensor(src), beam_size=2, alpha=0.6)
+    longest, shortest = 0, len(SOURCES) - 1  # in a padded batch each row's limit is its own source's length + 50
+    assert len(SOURCES[longest]) == max(map(len, SOURCES)) and len(SOURCES[shortest]) == min(map(len, SOURCES))
+    for row in (longest, shortest):
+        alone = beam_search_sentence(model, torch.tensor(SOURCES[row]), beam_size=2, alpha=0.6)
         assert alone[0].tokens == batched.nbest[row][0].tokens
 
 

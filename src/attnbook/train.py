@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import train_cache
 from .checks import values_checked
 from .files import written_whole
 
@@ -450,13 +451,28 @@ def train(
     pad_id = getattr(getattr(model, "config", None), "pad_id", 0)
     device = _device_of(model)
     torch.manual_seed(SEED)
+    # In the test suite, a run that an earlier notebook made is read back, not made again (attnbook.train_cache).
+    remembered = None
+    if optimizer is None and scheduler is None and on_step is None:
+        settings = {"lr": lr, "label_smoothing": label_smoothing, "pad_id": pad_id, "clip": CLIP, "seed": SEED}
+        remembered = train_cache.remembered_run(
+            model, train_batches, valid_batches, epochs, settings, _batches_of_epoch
+        )
     optimizer = optimizer or _adam(model.parameters(), lr=lr)
     history = History()
     figure = _figure_of(history, plot, title)
     step_hooks = [hook for hook in (figure and figure.on_step, on_step) if hook is not None]
 
+    done = 0  # epochs read back
+    if remembered is not None and not getattr(figure, "live", False) and remembered.restore(epochs, model, history):
+        done = epochs
+        for log in history.epochs:  # printed and drawn as the run that made them printed and drew them
+            if verbose:
+                _print_epoch(log, epochs)
+            if figure is not None:
+                figure.on_epoch(log)
     step = 0
-    for epoch in range(1, epochs + 1):
+    for epoch in range(done + 1, epochs + 1):
         model.train()
         epoch_start = time.perf_counter()
         total, tokens = 0.0, 0
@@ -495,6 +511,8 @@ def train(
             figure.on_epoch(log)  # a cut-short epoch too
         if history.stopped_by:
             break
+        if remembered is not None:
+            remembered.write(epoch, model, history)
     else:
         history.stopped_by = f"epoch budget ({epochs} epochs)"
     model.eval()

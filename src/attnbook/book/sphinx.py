@@ -9,7 +9,8 @@ for Chinese, code that wraps rather than runs off the page). In a translated
 edition it also gives the site's interface the edition's language
 (:mod:`attnbook.book.interface`), titles exercises and solutions in its word
 order (:mod:`attnbook.book.exercise_titles`), and gives each section the
-anchor of its English heading (:mod:`attnbook.book.anchors`).
+anchor of its English heading (:mod:`attnbook.book.anchors`). And it looks up
+pybtex's text backends once (:func:`_pybtex_backends_once`).
 """
 
 from __future__ import annotations
@@ -120,8 +121,24 @@ def _static_path(app) -> None:
     app.config.html_static_path.append(str(Path(__file__).parent / "static"))
 
 
+def _pybtex_backends_once() -> None:
+    """Register pybtex's text backends under their own names, with pybtex's ``register_plugin``.
+
+    sphinxcontrib-bibtex asks pybtex for its plaintext backend once for every
+    citation (246 times in this book), and pybtex finds a plugin by reading
+    the entry points of every installed package each time: seconds of every
+    build. A plugin registered at run time is found first, so each is read
+    once here; the classes are the ones pybtex would find.
+    """
+    from pybtex.plugin import find_plugin, register_plugin
+
+    for name in ("plaintext", "docutils"):
+        register_plugin("pybtex.backends", name, find_plugin("pybtex.backends", name), force=True)
+
+
 def setup(app) -> dict:
     """Sphinx extension entry point (``sphinx.extra_extensions`` in ``_config.yml``)."""
+    _pybtex_backends_once()
     # After Sphinx's own figure numbering (priority 500), before the pages are written.
     app.connect("env-get-updated", number_exercises_by_chapter, priority=900)
     app.add_config_value("attnbook_edition", "", "html", types=[str])
