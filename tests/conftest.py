@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# On a pytest-xdist worker (`make test` runs two on a machine that may have only two cores), idle OpenMP threads
+# sleep instead of spinning while they wait for work: set before the worker imports PyTorch, so that it holds for
+# the worker's own tests and every process it starts (a notebook's kernel, a run of the command line, a build),
+# which would otherwise burn the other worker's time. It changes no result, only how threads wait.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from notebook_index import NOTEBOOKS, ROOT, read_notebook  # noqa: F401
 

@@ -10,7 +10,7 @@ statistics of the trained weights, and the decoded tokens.
 ``tests/test_portability.py`` runs it twice, on this machine's own CPU kernel
 path and on another one (:data:`OTHER_CPU`), and compares: in float64 the two
 runs must agree far beyond the three significant digits the chapters print; in
-float32 they must differ, which shows that the other kernel path really is
+float32 (the quicker kinds only: ``--only NAME``) they must differ, which shows that the other kernel path really is
 another path (the comparison could fail) and that float64 is what makes the
 difference.
 
@@ -228,49 +228,56 @@ def _language_model_run(**changes) -> dict:
     return {"losses": losses, "weights": _weights(model), "greedy": greedy, "uncached": uncached}
 
 
-def runs() -> dict[str, dict]:
+def runs(names=None) -> dict[str, dict]:
+    """Every kind of model's run (only those of ``names``, a collection of the names below, if given)."""
     from attnbook.data import load_corpus
     from attnbook.rnn import Seq2Seq, Seq2SeqConfig
     from attnbook.transformer import Transformer, TransformerConfig
 
     corpus = load_corpus(n_pairs=500, seed=0, max_len=10)
     sizes = dict(src_vocab_size=len(corpus.src_vocab), tgt_vocab_size=len(corpus.tgt_vocab))
-    results = {}
-    torch.manual_seed(0)
-    results["GRU encoder-decoder (chapter 2)"] = _translation_run(
-        Seq2Seq(Seq2SeqConfig(**sizes, embed_size=32, hidden_size=64, num_layers=2, dropout=0.1)),
-        corpus,
-        label_smoothing=0.0,
-        recipe=False,
-    )
-    torch.manual_seed(0)
-    results["attention RNN (chapters 3 and 8)"] = _translation_run(
-        Seq2Seq(Seq2SeqConfig(**sizes, embed_size=32, hidden_size=64, attention=True, bidirectional=True)),
-        corpus,
-        label_smoothing=0.1,
-        recipe=False,
-    )
-    torch.manual_seed(0)
-    results["Transformer (chapters 7 and 8)"] = _translation_run(
-        Transformer(
-            TransformerConfig(**sizes, d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.1, max_len=64)
+
+    def translation(make, label_smoothing: float, recipe: bool):
+        def run():
+            torch.manual_seed(0)
+            return _translation_run(make(), corpus, label_smoothing=label_smoothing, recipe=recipe)
+
+        return run
+
+    kinds = {
+        "GRU encoder-decoder (chapter 2)": translation(
+            lambda: Seq2Seq(Seq2SeqConfig(**sizes, embed_size=32, hidden_size=64, num_layers=2, dropout=0.1)),
+            label_smoothing=0.0,
+            recipe=False,
         ),
-        corpus,
-        label_smoothing=0.1,
-        recipe=True,
-    )
-    results["multi-head attention with learned positions (chapters 5 and 6)"] = _attention_head_run("multi-head")
-    results["dot-product attention (chapter 3)"] = _attention_head_run("dot-product")
-    results["Fastformer (chapter 9)"] = _encoder_run("Fastformer")
-    results["causal Fastformer (chapter 9)"] = _encoder_run("Fastformer", causal=True)
-    results["softmax encoder (chapter 9)"] = _encoder_run("softmax")
-    results["linear attention (chapter 9)"] = _efficient_attention_run("linear")
-    results["Linformer (chapter 9)"] = _efficient_attention_run("Linformer")
-    results["decoder-only language model (chapter 10)"] = _language_model_run()
-    results["decoder-only, rotary and grouped-query (chapter 10)"] = _language_model_run(
-        positions="rotary", num_kv_heads=2, activation="relu"
-    )
-    return results
+        "attention RNN (chapters 3 and 8)": translation(
+            lambda: Seq2Seq(Seq2SeqConfig(**sizes, embed_size=32, hidden_size=64, attention=True, bidirectional=True)),
+            label_smoothing=0.1,
+            recipe=False,
+        ),
+        "Transformer (chapters 7 and 8)": translation(
+            lambda: Transformer(
+                TransformerConfig(**sizes, d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.1, max_len=64)
+            ),
+            label_smoothing=0.1,
+            recipe=True,
+        ),
+        "multi-head attention with learned positions (chapters 5 and 6)": lambda: _attention_head_run("multi-head"),
+        "dot-product attention (chapter 3)": lambda: _attention_head_run("dot-product"),
+        "Fastformer (chapter 9)": lambda: _encoder_run("Fastformer"),
+        "causal Fastformer (chapter 9)": lambda: _encoder_run("Fastformer", causal=True),
+        "softmax encoder (chapter 9)": lambda: _encoder_run("softmax"),
+        "linear attention (chapter 9)": lambda: _efficient_attention_run("linear"),
+        "Linformer (chapter 9)": lambda: _efficient_attention_run("Linformer"),
+        "decoder-only language model (chapter 10)": _language_model_run,
+        "decoder-only, rotary and grouped-query (chapter 10)": lambda: _language_model_run(
+            positions="rotary", num_kv_heads=2, activation="relu"
+        ),
+    }
+    unknown = set(names or ()) - kinds.keys()
+    if unknown:
+        raise ValueError(f"no run is called {sorted(unknown)}; the runs are {list(kinds)}")
+    return {name: run() for name, run in kinds.items() if names is None or name in names}
 
 
 # --- Comparing two runs ----------------------------------------------------------------------------
@@ -367,6 +374,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dtype", nargs="?", default="float64", choices=["float64", "float32"])
     parser.add_argument("--record", type=Path, metavar="JSON", help="run on both paths in both dtypes, write here")
+    parser.add_argument("--only", action="append", metavar="NAME", help="only this kind of model's run (repeatable)")
     args = parser.parse_args(argv)
     if args.record:
         report = record(args.record)
@@ -377,7 +385,7 @@ def main(argv: list[str]) -> int:
     dtype = {"float64": torch.float64, "float32": torch.float32}[args.dtype]
     torch.set_default_dtype(dtype)
     torch.set_num_threads(1)
-    report = {"capability": torch.backends.cpu.get_cpu_capability(), "dtype": str(dtype), "runs": runs()}
+    report = {"capability": torch.backends.cpu.get_cpu_capability(), "dtype": str(dtype), "runs": runs(args.only)}
     json.dump(report, sys.stdout)
     return 0
 
