@@ -51,7 +51,7 @@ def _other_kernels(request):
 # of SHARED_RUNS kept together, in order, on one worker; and the longest groups start first
 # (--no-loadscope-reorder keeps the order below), so that no worker is left alone with a
 # long notebook at the end. xdist hands each worker two groups at the start, so SHARED_RUNS
-# and the first three of the other long notebooks start at once, two on each worker.
+# and the first two of the other long notebooks start at once, two on each worker.
 
 #: The notebooks that take longest under nbval, longest first (tests/benchmarks/bench_notebooks.py
 #: measures them); the other notebooks that train follow, then the portability runs, then the rest.

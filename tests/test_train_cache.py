@@ -86,6 +86,8 @@ def test_a_run_the_loop_cannot_see_whole_is_never_remembered(corpus, capsys, tmp
     batches = list(corpus.batches("train", batch_size=32, seed=0))
     train(_model(corpus), lambda epoch: batches, epochs=1, plot=False, verbose=False)  # a function of the epoch
     train(_model(corpus), iter(batches), epochs=1, plot=False, verbose=False)  # read once only
+    own_order = torch.utils.data.DataLoader(batches, batch_size=None, shuffle=True, generator=torch.Generator())
+    train(_model(corpus), own_order, epochs=1, plot=False, verbose=False)  # reading it ahead would move its generator
     assert not list(tmp_path.iterdir())
 
 
@@ -118,6 +120,17 @@ def test_the_key_changes_with_everything_the_run_depends_on(corpus, tmp_path, mo
         "a setting of the loop": _key(corpus, settings={"lr": 1e-3}),
         "the batches": _key(corpus, batches=corpus.batches("train", batch_size=32, seed=1)),
     }
+
+    class OtherForward(Seq2Seq):
+        def forward(self, src, src_padding_mask, tgt_in):
+            return super().forward(src, src_padding_mask, tgt_in) * 2
+
+    # the same name, module, structure and weights: only what forward computes tells them apart
+    OtherForward.__name__, OtherForward.__qualname__, OtherForward.__module__ = "Seq2Seq", "Seq2Seq", Seq2Seq.__module__
+    torch.manual_seed(0)
+    other_code = OtherForward(_model(corpus).config)
+    other_code.load_state_dict(model.state_dict())
+    changed["the code of forward"] = _key(corpus, model=other_code)
     torch.set_num_threads(2)
     changed["the threads"] = _key(corpus)
     torch.set_num_threads(1)

@@ -452,19 +452,20 @@ def train(
     device = _device_of(model)
     torch.manual_seed(SEED)
     # In the test suite, a run that an earlier notebook made is read back, not made again (attnbook.train_cache).
-    remembered = None
-    if optimizer is None and scheduler is None and on_step is None:
+    history = History()
+    figure = _figure_of(history, plot, title)
+    remembered = None  # the key's settings: every argument that changes what the loop computes
+    if optimizer is None and scheduler is None and on_step is None and not getattr(figure, "live", False):
         settings = {"lr": lr, "label_smoothing": label_smoothing, "pad_id": pad_id, "clip": CLIP, "seed": SEED}
+        settings["log_every"] = LOG_EVERY
         remembered = train_cache.remembered_run(
             model, train_batches, valid_batches, epochs, settings, _batches_of_epoch
         )
     optimizer = optimizer or _adam(model.parameters(), lr=lr)
-    history = History()
-    figure = _figure_of(history, plot, title)
     step_hooks = [hook for hook in (figure and figure.on_step, on_step) if hook is not None]
 
-    done = 0  # epochs read back
-    if remembered is not None and not getattr(figure, "live", False) and remembered.restore(epochs, model, history):
+    done = 0  # epochs read back: all of them, or none
+    if remembered is not None and remembered.restore(epochs, model, history):
         done = epochs
         for log in history.epochs:  # printed and drawn as the run that made them printed and drew them
             if verbose:
@@ -511,9 +512,9 @@ def train(
             figure.on_epoch(log)  # a cut-short epoch too
         if history.stopped_by:
             break
-        if remembered is not None:
+        if remembered is not None:  # a whole epoch: one that on_step cut short ended the loop above
             remembered.write(epoch, model, history)
-    else:
+    else:  # also when every epoch was read back
         history.stopped_by = f"epoch budget ({epochs} epochs)"
     model.eval()
     if figure is not None:

@@ -16,12 +16,17 @@ remember, the model's weights, PyTorch's random state and the
 run depends on: the model's class, structure and starting weights, every
 batch of every epoch and of validation, the settings of the loop, the default
 dtype, the threads, the CPU kernel path, the versions of PyTorch and Python,
-and the library's own source. A later run with the same key, for as many
+the code of each module's ``forward`` and the library's own source. (It does
+not see changes made while the process runs, such as a function of the library
+replaced in a notebook, a hook, or parameters frozen by hand: the notebooks that
+share runs do none of these.) A later run with the same key, for as many
 epochs or fewer, reads them back instead of training: the same weights, the
 same random state, the same printed lines (with the first run's durations),
 the same figure. A run it cannot see whole is never remembered: one with its
-own optimizer, scheduler or step callback, with batches made by a function,
-on a GPU, or drawn live for a person watching. Without the variable, nothing
+own optimizer, scheduler or step callback, with batches made by a function
+or by a loader that would be moved on by reading it ahead, on a GPU, or drawn
+live for a person watching. Gradients are not kept: a run read back leaves
+none on the parameters. Without the variable, nothing
 is read or written.
 """
 
@@ -114,9 +119,25 @@ class RememberedRun:
         os.replace(partial, path)
 
 
-def _read_again(batches) -> bool:
-    """Whether ``batches`` gives the same batches each time it is read: a list, or a loader put at each epoch."""
-    return isinstance(batches, (list, tuple, torch.utils.data.DataLoader))
+def _read_again(batches, *, training: bool) -> bool:
+    """Whether reading ``batches`` for the key leaves the run as it was: a list; for training, a loader that the
+    loop puts at each epoch (``set_epoch``, as :func:`attnbook.data.make_batches` gives); for validation, a loader
+    that does not shuffle. A loader that draws its order from a generator of its own is never read ahead."""
+    if isinstance(batches, (list, tuple)):
+        return True
+    if not isinstance(batches, torch.utils.data.DataLoader) or batches.generator is not None:
+        return False
+    sampler = batches.batch_sampler
+    return hasattr(sampler, "set_epoch") if training else getattr(sampler, "shuffle", True) is False
+
+
+def _add_code(digest, model: nn.Module) -> None:
+    """What each module of ``model`` computes: its class and the code of its ``forward``."""
+    for name, module in model.named_modules():
+        forward = getattr(type(module).forward, "__code__", None)
+        digest.update(f"{name}:{type(module).__module__}.{type(module).__qualname__}".encode())
+        if forward is not None:
+            digest.update(forward.co_code + repr(forward.co_consts).encode() + repr(forward.co_names).encode())
 
 
 def remembered_run(
@@ -130,8 +151,10 @@ def remembered_run(
     folder = os.environ.get(ENV)
     if not folder:
         return None
-    if not _read_again(train_batches) or not (valid_batches is None or _read_again(valid_batches)):
-        return None  # a one-pass iterator (or a function of the epoch) cannot be read once more for the key
+    if not _read_again(train_batches, training=True) or not (
+        valid_batches is None or _read_again(valid_batches, training=False)
+    ):
+        return None  # reading these ahead for the key would change the run, or they cannot be read twice
     if any(p.device.type != "cpu" for p in model.parameters()):
         return None
     digest = hashlib.sha256()
@@ -147,6 +170,7 @@ def remembered_run(
         "library": _library_source(),
     }
     digest.update(repr(context).encode())
+    _add_code(digest, model)
     for name, value in model.state_dict().items():
         digest.update(name.encode())
         _add_tensor(digest, value)
