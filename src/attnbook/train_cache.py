@@ -32,7 +32,6 @@ is read or written.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import os
@@ -41,6 +40,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
+
+from .files import written_whole
 
 #: The environment variable that names the folder of remembered runs.
 ENV = "ATTNBOOK_TRAIN_CACHE"
@@ -102,21 +103,15 @@ class RememberedRun:
         state = torch.load(path, weights_only=False)
         model.load_state_dict(state["weights"])
         torch.set_rng_state(state["rng"])
-        history.__dict__.update(copy.deepcopy(state["history"].__dict__))
+        history.__dict__.update(state["history"].__dict__)  # a history of its own, just read
         return True
 
     def write(self, epoch: int, model: nn.Module, history) -> None:
         """Keep the run as it is after ``epoch`` epochs (written whole, or not at all)."""
         path = self._path(epoch)
         path.parent.mkdir(parents=True, exist_ok=True)
-        state = {
-            "weights": {name: value.detach().clone() for name, value in model.state_dict().items()},
-            "rng": torch.get_rng_state(),
-            "history": copy.deepcopy(history),
-        }
-        partial = path.with_suffix(".partial")
-        torch.save(state, partial)
-        os.replace(partial, path)
+        with written_whole(path) as tmp:  # saved at once: no copy of the weights or the history is needed
+            torch.save({"weights": model.state_dict(), "rng": torch.get_rng_state(), "history": history}, tmp)
 
 
 def _read_again(batches, *, training: bool) -> bool:
