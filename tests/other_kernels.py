@@ -95,6 +95,7 @@ class ShapeDependentRounding(TorchDispatchMode):
         self.perturbed = 0  # how many results were changed: a test of the mode can see that it acted
         self.units: dict[str, dict[tuple, int]] = {}  # operation -> its shapes, in the order met -> their unit
         self._alone: dict = {}  # operation -> whether the mode leaves its results alone
+        self._names: dict = {}  # operation -> its name, or "" if the mode leaves its results alone
 
     def unit(self, operation: str, shapes: tuple) -> int:
         """The unit of ``operation`` on ``shapes``: fixed once met; the next shape met gets the next unit of UNITS."""
@@ -119,11 +120,19 @@ class ShapeDependentRounding(TorchDispatchMode):
         return known
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if self.leaves_alone(func) or not (_rounded(out) or any(_rounded(t) for t in _tensors(out))):
+        # Called for each of the million operations a run of the library's tests dispatches: the checks that
+        # leave a result alone come first, and what is known of an operation is looked up once.
+        out = func(*args, **kwargs) if kwargs else func(*args)
+        name = self._names.get(func)
+        if name is None:  # "" for an operation left alone
+            name = self._names[func] = "" if self.leaves_alone(func) else str(func)
+        if not name or not (_rounded(out) if isinstance(out, torch.Tensor) else any(map(_rounded, _tensors(out)))):
             return out
-        k = self.unit(str(func), tuple(tuple(a.shape) for a in _tensors((args, kwargs))))
+        shapes: list = []
+        _shapes(args, shapes)
+        if kwargs:
+            _shapes(kwargs.values(), shapes)
+        k = self.unit(name, tuple(shapes))
 
         def perturb(t):
             if not _rounded(t):
@@ -154,6 +163,17 @@ def _tensors(value):
     elif isinstance(value, dict):
         for item in value.values():
             yield from _tensors(item)
+
+
+def _shapes(values, into: list) -> None:
+    """Append the shapes of the tensors in ``values`` (nested tuples, lists, dicts) to ``into``, in pytree's order."""
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            into.append(value.shape)
+        elif isinstance(value, (tuple, list)):
+            _shapes(value, into)
+        elif isinstance(value, dict):
+            _shapes(value.values(), into)
 
 
 def _rounded(t) -> bool:

@@ -18,9 +18,22 @@ import types
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 
 __all__ = ["count_projections", "state_size", "shapes_made"]
+
+
+class DispatchMode(TorchDispatchMode):
+    """PyTorch's ``TorchDispatchMode`` for the checkers' modes, without the wrapper that PyTorch puts around a
+    mode's ``__torch_dispatch__`` to keep ``torch.compile`` from tracing into it. That wrapper imports
+    ``torch._dynamo`` the first time a handler runs: seconds, and several times that under a watch's profile hook,
+    paid by the first answer checked in every kernel. The checkers enter their modes in plain Python, never inside
+    compiled code, so there is nothing for the wrapper to keep out."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False
 
 
 def _meets(labels: list[set], data: str, weights: set[str]) -> bool:
@@ -40,7 +53,6 @@ def count_projections(fn, args, named: dict, projections: dict) -> dict[str, int
     back through ``torch.as_tensor`` or ``torch.tensor``), so that work done there is counted as well.
     """
     from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
 
     labels = {id(t): {name} for name, t in named.items()}
@@ -53,7 +65,7 @@ def count_projections(fn, args, named: dict, projections: dict) -> dict[str, int
                 counts[count] += 1
         return set().union(*found) if found else set()
 
-    class Labels(TorchDispatchMode):
+    class Labels(DispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             inputs = [t for t in tree_flatten((args, kwargs or {}))[0] if isinstance(t, torch.Tensor)]
@@ -138,12 +150,11 @@ def _plain(a):
 def shapes_made(fn, args) -> list[tuple[int, ...]]:
     """The shapes of the tensors that the PyTorch operations of ``fn(*args)`` return, in the order they are made
     (factories such as ``zeros`` and ``eye`` included; views too, since a view of a matrix is that matrix)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
 
     shapes: list[tuple[int, ...]] = []
 
-    class Shapes(TorchDispatchMode):
+    class Shapes(DispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             shapes.extend(tuple(t.shape) for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))

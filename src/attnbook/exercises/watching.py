@@ -76,9 +76,7 @@ def fingerprint(code) -> tuple:
 
 
 def _resolve(dotted: str):
-    """``(owner, attribute, object)`` for a dotted name such as ``attnbook.masks.padding_mask``
-    or ``torch.Tensor.exp``.
-    """
+    """``(owner, attribute, object)`` for a dotted name such as ``attnbook.masks.padding_mask`` or ``torch.exp``."""
     parts = dotted.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         try:
@@ -290,7 +288,8 @@ class Record:
 def _modes(refusals: Refusals, record: Record):
     import torch
     from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from .measuring import DispatchMode
 
     ops = refusals.ops
     python_key = torch._C.DispatchKey.Python
@@ -312,7 +311,7 @@ def _modes(refusals: Refusals, record: Record):
                     record.hit(_describe_op(func), ops[name])
             return func(*args, **(kwargs or {}))
 
-    class _Dispatch(TorchDispatchMode):
+    class _Dispatch(DispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             record.ops += 1
             if function_depth() and not function_on():  # our function mode is on the stack, but switched off
