@@ -158,6 +158,28 @@ def cli(args: list[str], threads: int, log: Path) -> float:
     return time.monotonic() - start
 
 
+#: Runs several commands of the command line, one after the other, in one process; stops at the first that fails.
+_IN_ONE_PROCESS = (
+    "import json, sys\n"
+    "from attnbook.translate.cli import main\n"
+    "for args in json.loads(sys.argv[1]):\n"
+    "    status = main(args)\n"
+    "    if status:\n"
+    "        sys.exit(status)\n"
+)
+
+
+def cli_in_one_process(commands: list[list[str]], threads: int, log: Path) -> None:
+    """Run ``attnbook-translate ARGS`` for each ``ARGS`` of ``commands`` in one process (they are not timed: each
+    would otherwise pay again for the start of Python and PyTorch)."""
+    with open(log, "a", encoding="utf-8") as out:
+        argv = json.dumps([[str(a) for a in args] for args in commands])
+        command = [sys.executable, "-c", _IN_ONE_PROCESS, argv]
+        status = subprocess.run(command, env=environment(threads), stdout=out, stderr=subprocess.STDOUT).returncode
+    if status != 0:
+        raise SystemExit(f"{commands[0][0]} failed ({status}): see {log}")
+
+
 #: How ``evaluate`` decodes ours: the decoding the run chose (the one compared with d2l), greedy, the old default.
 WAYS = {
     "chosen": [],
@@ -214,11 +236,10 @@ def ours(
         threads,
         log,
     )
-    result = {"train_seconds": seconds, "decodings": {}}
-    for way, options in ways.items():
-        scores = work / f"{name}-{len(result['decodings'])}.json"
-        cli(["evaluate", run, "--test", test, "--device", "cpu", "--json", scores, *options], threads, log)
-        result["decodings"][way] = json.loads(scores.read_text())
+    scores = {way: work / f"{name}-{k}.json" for k, way in enumerate(ways)}
+    evaluate = [["evaluate", run, "--test", test, "--device", "cpu", "--json", scores[way], *ways[way]] for way in ways]
+    cli_in_one_process(evaluate, threads, log)
+    result = {"train_seconds": seconds, "decodings": {way: json.loads(scores[way].read_text()) for way in ways}}
     events = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     result["epochs"] = [
         {k: e[k] for k in ("epoch", "train_loss", "valid_loss", "seconds", "tokens_per_second")}
