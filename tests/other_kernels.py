@@ -178,4 +178,4 @@ def _shapes(values, into: list) -> None:
 
 def _rounded(t) -> bool:
     """Whether the mode may change ``t``: a non-empty floating-point tensor with data."""
-    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() != 0 and t.device.type != "meta"
+    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() != 0 and not t.is_meta
