@@ -24,18 +24,6 @@ from torch.utils._pytree import tree_leaves, tree_map
 __all__ = ["count_projections", "state_size", "shapes_made"]
 
 
-class DispatchMode(TorchDispatchMode):
-    """PyTorch's ``TorchDispatchMode`` for the checkers' modes, without the wrapper that PyTorch puts around a
-    mode's ``__torch_dispatch__`` to keep ``torch.compile`` from tracing into it. That wrapper imports
-    ``torch._dynamo`` the first time a handler runs: seconds, and several times that under a watch's profile hook,
-    paid by the first answer checked in every kernel. The checkers enter their modes in plain Python, never inside
-    compiled code, so there is nothing for the wrapper to keep out."""
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        return False
-
-
 def _meets(labels: list[set], data: str, weights: set[str]) -> bool:
     """Whether an operation brings ``data`` (not yet projected) together with one of ``weights`` (not yet applied
     to it): the work of a projection, be it a matrix product, an einsum, or a multiply then a sum."""
@@ -65,7 +53,7 @@ def count_projections(fn, args, named: dict, projections: dict) -> dict[str, int
                 counts[count] += 1
         return set().union(*found) if found else set()
 
-    class Labels(DispatchMode):
+    class Labels(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             inputs = [t for t in tree_flatten((args, kwargs or {}))[0] if isinstance(t, torch.Tensor)]
@@ -154,7 +142,7 @@ def shapes_made(fn, args) -> list[tuple[int, ...]]:
 
     shapes: list[tuple[int, ...]] = []
 
-    class Shapes(DispatchMode):
+    class Shapes(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             shapes.extend(tuple(t.shape) for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))

@@ -287,9 +287,9 @@ class Record:
 
 def _modes(refusals: Refusals, record: Record):
     import torch
+    import torch._dynamo  # noqa: F401  (a mode's wrapper imports it on first use: here, not under the profile hook)
     from torch.overrides import TorchFunctionMode
-
-    from .measuring import DispatchMode
+    from torch.utils._python_dispatch import TorchDispatchMode
 
     ops = refusals.ops
     python_key = torch._C.DispatchKey.Python
@@ -311,7 +311,7 @@ def _modes(refusals: Refusals, record: Record):
                     record.hit(_describe_op(func), ops[name])
             return func(*args, **(kwargs or {}))
 
-    class _Dispatch(DispatchMode):
+    class _Dispatch(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             record.ops += 1
             if function_depth() and not function_on():  # our function mode is on the stack, but switched off
