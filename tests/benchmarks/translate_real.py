@@ -158,14 +158,23 @@ def cli(args: list[str], threads: int, log: Path) -> float:
     return time.monotonic() - start
 
 
-#: Runs several commands of the command line, one after the other, in one process; stops at the first that fails.
+#: Runs several commands of the command line, one after the other, in one process; stops at the first that fails,
+#: with the exit status ``_FIRST_FAILED + k`` for the k-th command (its own status and traceback go to the log).
+_FIRST_FAILED = 10
 _IN_ONE_PROCESS = (
-    "import json, sys\n"
+    "import json, sys, traceback\n"
     "from attnbook.translate.cli import main\n"
-    "for args in json.loads(sys.argv[1]):\n"
-    "    status = main(args)\n"
+    "for k, args in enumerate(json.loads(sys.argv[1])):\n"
+    "    try:\n"
+    "        status = main(args)\n"
+    "    except SystemExit as stop:\n"
+    "        status = stop.code\n"
+    "    except Exception:\n"
+    "        traceback.print_exc()\n"
+    "        status = 1\n"
     "    if status:\n"
-    "        sys.exit(status)\n"
+    "        print(f'exit status {status}', file=sys.stderr)\n"
+    f"        sys.exit({_FIRST_FAILED} + k)\n"
 )
 
 
@@ -177,7 +186,9 @@ def cli_in_one_process(commands: list[list[str]], threads: int, log: Path) -> No
         command = [sys.executable, "-c", _IN_ONE_PROCESS, argv]
         status = subprocess.run(command, env=environment(threads), stdout=out, stderr=subprocess.STDOUT).returncode
     if status != 0:
-        raise SystemExit(f"{commands[0][0]} failed ({status}): see {log}")
+        k = status - _FIRST_FAILED
+        which = " ".join(map(str, commands[k])) if 0 <= k < len(commands) else f"one of {len(commands)} commands"
+        raise SystemExit(f"attnbook-translate {which} failed (exit status {status}): see {log}")
 
 
 #: How ``evaluate`` decodes ours: the decoding the run chose (the one compared with d2l), greedy, the old default.
