@@ -258,6 +258,29 @@ def test_flex_attention_is_an_answer_or_its_own_error_never_not_attempted():
     assert "not attempted" not in result.message, result.message
 
 
+def test_an_answer_compiled_with_torch_compile_is_checked_as_it_is_written():
+    """``torch.compile`` (inductor, as a learner would call it) under the checker's modes: PyTorch keeps dynamo out
+    of the modes' handlers, so the compiled answer runs as written and the watch sees what it calls."""
+
+    def own(x, dim=-1):
+        top = torch.max(x, dim, keepdim=True).values
+        return x - (top + torch.log(torch.sum(torch.exp(x - top), dim, keepdim=True)))
+
+    def no_shift(x, dim=-1):
+        return x - torch.log(torch.sum(torch.exp(x), dim, keepdim=True))
+
+    def packaged(x, dim=-1):
+        return torch.nn.functional.log_softmax(x, dim=dim)
+
+    x = torch.tensor([[1.0, 2.0, 3.0]])
+    for fn in (own, packaged):  # both compute the right numbers, compiled (without inductor's C++: seconds), outside
+        torch.testing.assert_close(torch.compile(fn, backend="eager")(x), torch.log_softmax(x, -1))
+    result = CHECKERS["stable_log_softmax"](torch.compile(own))
+    assert result and result.message.startswith("✓"), result.message
+    assert CHECKERS["stable_log_softmax"](torch.compile(no_shift)).mistake == "no shift"
+    _refused("stable_log_softmax", torch.compile(packaged), LIBRARY_MISTAKE)
+
+
 def test_a_query_projected_by_multiply_and_sum_at_each_step_is_a_step_by_step_projection():
     def cross_attention_steps(y, memory, src_padding_mask, w_q, b_q, w_k, b_k, w_v, b_v, num_heads):
         B, T, d = y.shape
