@@ -10,8 +10,8 @@ statistics of the trained weights, and the decoded tokens.
 ``tests/test_portability.py`` runs it twice, on this machine's own CPU kernel
 path and on another one (:data:`OTHER_CPU`), and compares: in float64 the two
 runs must agree far beyond the three significant digits the chapters print; in
-float32 (the quicker kinds only: ``--only NAME``) they must differ, which shows that the other kernel path really is
-another path (the comparison could fail) and that float64 is what makes the
+float32 (the quicker kinds only, in the same process: ``--and-float32 NAME``) they must differ, which shows that the
+other kernel path really is another path (the comparison could fail) and that float64 is what makes the
 difference.
 
 ``python tests/portability_probe.py --record book/results/portability.json``
@@ -375,18 +375,29 @@ def main(argv: list[str]) -> int:
     parser.add_argument("dtype", nargs="?", default="float64", choices=["float64", "float32"])
     parser.add_argument("--record", type=Path, metavar="JSON", help="run on both paths in both dtypes, write here")
     parser.add_argument("--only", action="append", metavar="NAME", help="only this kind of model's run (repeatable)")
+    parser.add_argument(
+        "--and-float32",
+        action="append",
+        metavar="NAME",
+        help="after the float64 runs, this kind's run in float32 too, in the same process (repeatable); the JSON is "
+        "then {dtype: report}",
+    )
     args = parser.parse_args(argv)
+    if args.and_float32 and args.dtype != "float64":
+        parser.error("--and-float32 follows float64 runs: leave DTYPE float64")
     if args.record:
         report = record(args.record)
         for name, drifts in report["largest relative drift"].items():
             print(f"{name:<66} float64 {drifts['float64']:.1e}   float32 {drifts['float32']:.1e}")
         print(f"written to {args.record}")
         return 0
-    dtype = {"float64": torch.float64, "float32": torch.float32}[args.dtype]
-    torch.set_default_dtype(dtype)
     torch.set_num_threads(1)
-    report = {"capability": torch.backends.cpu.get_cpu_capability(), "dtype": str(dtype), "runs": runs(args.only)}
-    json.dump(report, sys.stdout)
+    reports = {}
+    for name, only in {args.dtype: args.only, **({"float32": args.and_float32} if args.and_float32 else {})}.items():
+        dtype = {"float64": torch.float64, "float32": torch.float32}[name]
+        torch.set_default_dtype(dtype)
+        reports[name] = {"capability": torch.backends.cpu.get_cpu_capability(), "dtype": str(dtype), "runs": runs(only)}
+    json.dump(reports if args.and_float32 else reports[args.dtype], sys.stdout)
     return 0
 
 

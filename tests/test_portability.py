@@ -204,10 +204,11 @@ FLOAT32_KINDS = (
 )
 
 
-def _probe(dtype: str, env_changes: dict[str, str]) -> dict:
-    only = [option for name in FLOAT32_KINDS for option in ("--only", name)] if dtype == "float32" else []
+def _probe(env_changes: dict[str, str]) -> dict:
+    """Every kind's run in float64, then :data:`FLOAT32_KINDS`' in float32, in one process: ``{dtype: report}``."""
+    float32 = [option for name in FLOAT32_KINDS for option in ("--and-float32", name)]
     result = subprocess.run(
-        [sys.executable, str(PROBE), dtype, *only],
+        [sys.executable, str(PROBE), "float64", *float32],
         cwd=ROOT,
         env=_environment(env_changes),
         capture_output=True,
@@ -215,22 +216,18 @@ def _probe(dtype: str, env_changes: dict[str, str]) -> dict:
         timeout=600,
     )
     assert result.returncode == 0, (
-        f"the portability probe failed ({dtype}, {env_changes or 'this path'}):\n{result.stderr[-3000:]}"
+        f"the portability probe failed ({env_changes or 'this path'}):\n{result.stderr[-3000:]}"
     )
     return json.loads(result.stdout)
 
 
 @pytest.fixture(scope="module")
 def probes() -> dict[tuple[str, str], dict]:
-    """The probe's four runs: (float64 | float32) × (this path | the other path), two at a time."""
-    jobs = {
-        (dtype, path): (dtype, {} if path == "here" else OTHER_CPU)
-        for dtype in ("float64", "float32")
-        for path in ("here", "other")
-    }
+    """The probe's runs by (float64 | float32, this path | the other path): one process per path, both at once."""
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {key: pool.submit(_probe, *args) for key, args in jobs.items()}
-        return {key: future.result() for key, future in futures.items()}
+        futures = {path: pool.submit(_probe, {} if path == "here" else OTHER_CPU) for path in ("here", "other")}
+        found = {path: future.result() for path, future in futures.items()}
+    return {(dtype, path): found[path][dtype] for path in found for dtype in ("float64", "float32")}
 
 
 def _paths_differ(probes) -> bool:
