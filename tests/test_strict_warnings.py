@@ -2,8 +2,10 @@
 
 ``setup()`` installs the filter when ``ATTNBOOK_STRICT_WARNINGS`` is set, which
 ``notebooks/conftest.py`` does for the kernels nbval starts. These tests run in
-fresh interpreters, because the filter (and the check on tensors handed to
-Matplotlib) would otherwise stay in this test process.
+a fresh interpreter, because the filter (and the check on tensors handed to
+Matplotlib) would otherwise stay in this test process: one interpreter, first
+without the variable, then with it and ``setup()`` called again, as a kernel of
+the suite calls it.
 """
 
 from __future__ import annotations
@@ -19,14 +21,14 @@ import pytest
 
 from notebook_index import ROOT
 
-# Code compiled under the file name ipykernel gives a cell counts as a notebook cell.
+# Code compiled under the file name ipykernel gives a cell counts as a notebook cell. Each line printed is
+# "MODE/what: verdict", MODE "plain" before the variable is set, "strict" after.
 SCRIPT = textwrap.dedent(
     """
     import os, warnings
     import matplotlib
     matplotlib.use("Agg")
     from attnbook import notebook
-    notebook.setup(figures=False)
     import matplotlib.pyplot as plt
     import numpy as np
     import torch
@@ -38,32 +40,47 @@ SCRIPT = textwrap.dedent(
             return "error: " + str(err)[:60]
         return "ok"
 
-    print("plot tensor:", in_cell("plt.plot(torch.arange(3))"))
-    print("plot array:", in_cell("plt.plot(torch.arange(3).numpy())"))
-    print("imshow tensor:", in_cell("plt.imshow(torch.rand(3, 3))"))
-    print("asarray tensor:", in_cell("np.asarray(torch.arange(3))"))
-    plt.plot(torch.arange(3))  # not a cell, not attnbook: the strict filter does not apply
-    print("outside the course:", "ok")
-    # NumPy's own warning, raised inside Matplotlib, without the check on tensors.
-    if notebook._tensor_to_array is not None:
-        torch.Tensor.__array__ = notebook._tensor_to_array
-    print("numpy's warning:", in_cell("plt.imshow(torch.rand(3, 3))"))
-    print("numpy's warning, not in a cell:", "ok" if plt.imshow(torch.rand(3, 3)) else "?")
+    def tries(mode):
+        notebook.setup(figures=False)
+        print(f"{mode}/plot tensor:", in_cell("plt.plot(torch.arange(3))"))
+        print(f"{mode}/plot array:", in_cell("plt.plot(torch.arange(3).numpy())"))
+        print(f"{mode}/imshow tensor:", in_cell("plt.imshow(torch.rand(3, 3))"))
+        print(f"{mode}/asarray tensor:", in_cell("np.asarray(torch.arange(3))"))
+        plt.plot(torch.arange(3))  # not a cell, not attnbook: the strict filter does not apply
+        print(f"{mode}/outside the course:", "ok")
+        # NumPy's own warning, raised inside Matplotlib, without the check on tensors.
+        before = torch.Tensor.__array__
+        if notebook._tensor_to_array is not None:
+            torch.Tensor.__array__ = notebook._tensor_to_array
+        print(f"{mode}/numpy's warning:", in_cell("plt.imshow(torch.rand(3, 3))"))
+        print(f"{mode}/numpy's warning, not in a cell:", "ok" if plt.imshow(torch.rand(3, 3)) else "?")
+        torch.Tensor.__array__ = before
+        plt.close("all")
+
+    assert "ATTNBOOK_STRICT_WARNINGS" not in os.environ
+    tries("plain")
+    os.environ["ATTNBOOK_STRICT_WARNINGS"] = "1"
+    tries("strict")
     """
 )
 
 
-def _run(strict: bool) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def seen() -> dict[str, dict[str, str]]:
+    """What each try gave, by mode ("plain": without the variable, "strict": with it) and by try."""
     env = {k: v for k, v in os.environ.items() if k != "ATTNBOOK_STRICT_WARNINGS"}
-    if strict:
-        env["ATTNBOOK_STRICT_WARNINGS"] = "1"
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    return dict(line.split(": ", 1) for line in done.stdout.strip().splitlines())
+    found: dict[str, dict[str, str]] = {"plain": {}, "strict": {}}
+    for line in done.stdout.strip().splitlines():
+        what, verdict = line.split(": ", 1)
+        mode, name = what.split("/", 1)
+        found[mode][name] = verdict
+    return found
 
 
-def test_strict_mode_raises_what_the_course_provokes_and_nothing_else():
-    seen = _run(strict=True)
+def test_strict_mode_raises_what_the_course_provokes_and_nothing_else(seen):
+    seen = seen["strict"]
     assert seen["plot tensor"].startswith("error: a tensor was passed to Matplotlib")
     assert seen["imshow tensor"].startswith("error: a tensor was passed to Matplotlib")
     assert seen["plot array"] == "ok"
@@ -75,8 +92,8 @@ def test_strict_mode_raises_what_the_course_provokes_and_nothing_else():
     assert seen["numpy's warning, not in a cell"] == "ok"
 
 
-def test_without_the_variable_nothing_changes():
-    seen = _run(strict=False)
+def test_without_the_variable_nothing_changes(seen):
+    seen = seen["plain"]
     assert seen["plot tensor"] == "ok" and seen["imshow tensor"] == "ok" and seen["numpy's warning"] == "ok"
 
 
