@@ -15,7 +15,7 @@ other kernel path really is another path (the comparison could fail) and that fl
 difference.
 
 ``python tests/portability_probe.py --record book/results/portability.json``
-does what the test does, the four runs on both paths in both dtypes, and writes
+does what the test does, every kind's runs on both paths in both dtypes (four processes), and writes
 what it found: for each kind of model and each dtype, the largest relative
 difference between the two paths (:func:`largest_drift`) and whether the
 decoded tokens agree, with the machine it ran on. The page on reproducibility

@@ -259,8 +259,9 @@ def test_flex_attention_is_an_answer_or_its_own_error_never_not_attempted():
 
 
 def test_an_answer_compiled_with_torch_compile_is_checked_as_it_is_written():
-    """``torch.compile`` (inductor, as a learner would call it) under the checker's modes: PyTorch keeps dynamo out
-    of the modes' handlers, so the compiled answer runs as written and the watch sees what it calls."""
+    """``torch.compile`` (inductor, as a learner would call it) under the checker's modes: dynamo compiles no frame
+    while a dispatch mode of this kind is on the stack, so the compiled answer runs as written and the watch sees
+    what it calls (were it compiled, its kernels would bypass the modes and the packaged answer would pass)."""
 
     def own(x, dim=-1):
         top = torch.max(x, dim, keepdim=True).values

@@ -4,8 +4,9 @@
 ``notebooks/conftest.py`` does for the kernels nbval starts. These tests run in
 a fresh interpreter, because the filter (and the check on tensors handed to
 Matplotlib) would otherwise stay in this test process: one interpreter, first
-without the variable, then with it and ``setup()`` called again, as a kernel of
-the suite calls it.
+without the variable, then with it and ``setup()`` called again. (A kernel of
+the suite has the variable from its start and calls ``setup()`` once; the
+end-to-end test below runs one so.)
 """
 
 from __future__ import annotations

@@ -188,7 +188,7 @@ def cli_in_one_process(commands: list[list[str]], threads: int, log: Path) -> No
     if status != 0:
         k = status - _FIRST_FAILED
         which = " ".join(map(str, commands[k])) if 0 <= k < len(commands) else f"one of {len(commands)} commands"
-        raise SystemExit(f"attnbook-translate {which} failed (exit status {status}): see {log}")
+        raise SystemExit(f"attnbook-translate {which} failed: see {log} (its own exit status is its last line)")
 
 
 #: How ``evaluate`` decodes ours: the decoding the run chose (the one compared with d2l), greedy, the old default.
